@@ -1,0 +1,408 @@
+package lease
+
+import "fmt"
+
+func (m *Model) openSession(c *Command) Result {
+	if c.SessionID == "" || c.WorkerID == "" {
+		return Result{Err: fmt.Errorf("%w: session and worker ids are required", ErrInvalid)}
+	}
+	if s, ok := m.sessions[c.SessionID]; ok {
+		if s.WorkerID != c.WorkerID {
+			return Result{Err: fmt.Errorf("%w: session id in use by another worker", ErrInvalid)}
+		}
+		return Result{}
+	}
+	m.sessions[c.SessionID] = &Session{ID: c.SessionID, WorkerID: c.WorkerID, CreatedAt: c.Time}
+	return Result{}
+}
+
+// closeSession ends a session; its active leases are given back so the tasks
+// are claimable at once, while leases already suspect_dead or expired keep
+// going through reclaim (their holder was not known to be done).
+func (m *Model) closeSession(c *Command) Result {
+	if _, ok := m.sessions[c.SessionID]; !ok {
+		return Result{Err: ErrSessionNotFound}
+	}
+	var res Result
+	for tid := range m.held[c.SessionID] {
+		t := m.tasks[tid]
+		if t.Lease.Status == StatusActive {
+			m.endLease(t, StatusReleased, c, "session closed")
+			m.makeClaimable(t, c)
+			res.Released = append(res.Released, *t.Lease)
+		}
+	}
+	if len(m.held[c.SessionID]) == 0 {
+		delete(m.held, c.SessionID)
+	}
+	delete(m.sessions, c.SessionID)
+	return res
+}
+
+func (m *Model) createTask(c *Command) Result {
+	if c.TaskID == "" || c.TTL <= 0 {
+		return Result{Err: fmt.Errorf("%w: task id and ttl are required", ErrInvalid)}
+	}
+	if t, ok := m.tasks[c.TaskID]; ok {
+		return Result{Err: ErrTaskExists, Task: t.clone()}
+	}
+	t := m.newTask(c)
+	return Result{Task: t.clone()}
+}
+
+func (m *Model) newTask(c *Command) *Task {
+	t := &Task{
+		ID: c.TaskID, Profile: c.Profile, TTL: c.TTL, Heartbeat: c.Heartbeat,
+		Priority: c.Priority, Payload: c.Payload, State: TaskPending,
+		CreatedAt: c.Time, UpdatedAt: c.Time, ClaimableAt: c.Time, qidx: -1,
+	}
+	m.tasks[t.ID] = t
+	m.queue.push(t)
+	return t
+}
+
+// acquire grants the named task to the session. Acquiring a task the same
+// session already holds returns that lease unchanged: a retried acquire must
+// not mint a second epoch for the same holder.
+func (m *Model) acquire(index uint64, c *Command) Result {
+	s, ok := m.sessions[c.SessionID]
+	if !ok {
+		return Result{Err: ErrSessionNotFound}
+	}
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		if !c.Create || c.TTL <= 0 {
+			return Result{Err: ErrTaskNotFound}
+		}
+		t = m.newTask(c)
+	}
+	switch {
+	case t.State.Final():
+		return Result{Err: ErrTaskFinal, Task: t.clone()}
+	case t.State == TaskWaiting:
+		return Result{Err: ErrTaskWaiting, Task: t.clone()}
+	case t.State == TaskLeased:
+		l := t.Lease
+		if l.SessionID == s.ID && l.Status == StatusActive {
+			return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+		}
+		if l.Status == StatusActive || l.Status == StatusSuspectDead {
+			return Result{Err: ErrLeaseHeld, Task: t.clone()}
+		}
+		return Result{Err: ErrNotClaimable, Task: t.clone()}
+	}
+	m.grant(index, t, s, c)
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(index)}
+}
+
+// claim grants the most urgent claimable task: highest priority, then the
+// one claimable longest, then the smallest id.
+func (m *Model) claim(index uint64, c *Command) Result {
+	s, ok := m.sessions[c.SessionID]
+	if !ok {
+		return Result{Err: ErrSessionNotFound}
+	}
+	t := m.queue.peek()
+	if t == nil {
+		return Result{Err: ErrNoTask}
+	}
+	m.grant(index, t, s, c)
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(index)}
+}
+
+func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
+	if t.Lease != nil {
+		t.History = append(t.History, *t.Lease)
+		if len(t.History) > HistoryLimit {
+			t.History = append(t.History[:0:0], t.History[len(t.History)-HistoryLimit:]...)
+		}
+	}
+	leaseID := c.LeaseID
+	if leaseID == "" {
+		leaseID = fmt.Sprintf("lease-%d", index)
+	}
+	t.Lease = &Lease{
+		LeaseID: leaseID, TaskID: t.ID, WorkerID: s.WorkerID, SessionID: s.ID, Epoch: index,
+		AcquiredAt: c.Time, ExpiresAt: c.Time.Add(t.TTL), HeartbeatAt: c.Time, TTL: t.TTL,
+		Status: StatusActive, StatusAt: c.Time,
+	}
+	t.MaxEpoch = index
+	t.State = TaskLeased
+	t.Attempts++
+	t.UpdatedAt = c.Time
+	t.Signal = nil
+	m.queue.remove(t)
+	if m.held[s.ID] == nil {
+		m.held[s.ID] = map[string]struct{}{}
+	}
+	m.held[s.ID][t.ID] = struct{}{}
+}
+
+// holderLease returns the task's lease if the command names its current
+// epoch, comes from its session, and the lease is active.
+func (m *Model) holderLease(c *Command) (*Task, *Lease, error) {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return nil, nil, ErrTaskNotFound
+	}
+	l := t.Lease
+	if l == nil || l.Epoch != c.Epoch {
+		return t, nil, ErrStaleEpoch
+	}
+	if c.SessionID != "" && l.SessionID != c.SessionID {
+		return t, nil, ErrNotHolder
+	}
+	if l.Status != StatusActive {
+		return t, nil, fmt.Errorf("%w: %s", ErrLeaseNotActive, l.Status)
+	}
+	return t, l, nil
+}
+
+func (m *Model) checkpoint(c *Command) Result {
+	t, l, err := m.holderLease(c)
+	if err != nil {
+		return Result{Err: err, Task: cloneOrNil(t)}
+	}
+	seq := c.Seq
+	var prev uint64
+	if t.Checkpoint != nil {
+		prev = t.Checkpoint.Seq
+	}
+	if seq == 0 {
+		seq = prev + 1
+	} else if seq <= prev {
+		return Result{Err: fmt.Errorf("%w: have %d, got %d", ErrCheckpointSeq, prev, seq), Task: t.clone()}
+	}
+	t.Checkpoint = &Checkpoint{Seq: seq, Step: c.Step, Data: c.Data, Epoch: l.Epoch, At: c.Time}
+	t.UpdatedAt = c.Time
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+// wait closes the lease (the worker is free) and parks the task until a
+// signal or the deadline; the next grant gets a new epoch.
+func (m *Model) wait(c *Command) Result {
+	t, l, err := m.holderLease(c)
+	if err != nil {
+		return Result{Err: err, Task: cloneOrNil(t)}
+	}
+	m.endLease(t, StatusPausedWaiting, c, c.Reason)
+	t.State = TaskWaiting
+	t.WaitDeadline = c.Deadline
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+func (m *Model) signal(c *Command) Result {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return Result{Err: ErrTaskNotFound}
+	}
+	if t.State != TaskWaiting {
+		return Result{Err: ErrNotWaiting, Task: t.clone()}
+	}
+	// A deadline signal proposed by the leader carries the epoch of the
+	// paused lease, so a stale one cannot wake a task that waits again.
+	if c.Epoch != 0 && (t.Lease == nil || t.Lease.Epoch != c.Epoch) {
+		return Result{Err: ErrStaleEpoch, Task: t.clone()}
+	}
+	t.Signal = c.Payload
+	t.Reason = c.Reason
+	t.WaitDeadline = timeZero
+	m.makeClaimable(t, c)
+	return Result{Task: t.clone()}
+}
+
+// release ends the holder's lease. It is accepted from suspect_dead too: no
+// other owner was let in, so the holder finishing is still the only history.
+func (m *Model) release(c *Command) Result {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return Result{Err: ErrTaskNotFound}
+	}
+	l := t.Lease
+	if l == nil || l.Epoch != c.Epoch {
+		return Result{Err: ErrStaleEpoch, Task: t.clone()}
+	}
+	if c.SessionID != "" && l.SessionID != c.SessionID {
+		return Result{Err: ErrNotHolder, Task: t.clone()}
+	}
+	if l.Status != StatusActive && l.Status != StatusSuspectDead {
+		return Result{Err: fmt.Errorf("%w: %s", ErrLeaseNotActive, l.Status), Task: t.clone()}
+	}
+	m.endLease(t, StatusReleased, c, c.Reason)
+	switch c.Outcome {
+	case OutcomeCompleted:
+		t.State = TaskCompleted
+		t.Result = c.Result
+	case OutcomeFailed:
+		t.State = TaskFailed
+		t.Result = c.Result
+		t.Reason = c.Reason
+	default:
+		m.makeClaimable(t, c)
+	}
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+// revoke takes the lease away (operator or detected conflict). Epoch 0
+// revokes whatever lease is live. The task becomes claimable.
+func (m *Model) revoke(c *Command) Result {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return Result{Err: ErrTaskNotFound}
+	}
+	l := t.Lease
+	if l == nil || !l.Status.Live() {
+		return Result{Err: fmt.Errorf("%w: no live lease", ErrLeaseNotActive), Task: t.clone()}
+	}
+	if c.Epoch != 0 && l.Epoch != c.Epoch {
+		return Result{Err: ErrStaleEpoch, Task: t.clone()}
+	}
+	m.endLease(t, StatusRevoked, c, c.Reason)
+	m.makeClaimable(t, c)
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+func (m *Model) cancel(c *Command) Result {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return Result{Err: ErrTaskNotFound}
+	}
+	if t.State.Final() {
+		return Result{Err: ErrTaskFinal, Task: t.clone()}
+	}
+	var lease *Lease
+	if l := t.Lease; l != nil && l.Status.Live() {
+		m.endLease(t, StatusRevoked, c, c.Reason)
+		lease = t.leaseWithEpoch(l.Epoch)
+	}
+	m.queue.remove(t)
+	t.State = TaskCancelled
+	t.Reason = c.Reason
+	t.UpdatedAt = c.Time
+	return Result{Task: t.clone(), Lease: lease}
+}
+
+func (m *Model) deleteTask(c *Command) Result {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return Result{Err: ErrTaskNotFound}
+	}
+	if !t.State.Final() {
+		return Result{Err: fmt.Errorf("%w: only completed, failed or cancelled tasks can be deleted", ErrInvalid), Task: t.clone()}
+	}
+	delete(m.tasks, t.ID)
+	return Result{Task: t.clone()}
+}
+
+// leaderLease returns the task's lease when it has the expected epoch and
+// status: the guard every leader-proposed transition goes through, so a
+// proposal that lost a race (the holder heartbeated, released, or a new
+// grant happened) is a harmless no-op.
+func (m *Model) leaderLease(c *Command, want Status) (*Task, *Lease, error) {
+	t, ok := m.tasks[c.TaskID]
+	if !ok {
+		return nil, nil, ErrTaskNotFound
+	}
+	l := t.Lease
+	if l == nil || l.Epoch != c.Epoch {
+		return t, nil, ErrStaleEpoch
+	}
+	if l.Status != want {
+		return t, nil, fmt.Errorf("%w: %s", ErrLeaseNotActive, l.Status)
+	}
+	return t, l, nil
+}
+
+func (m *Model) suspect(c *Command) Result {
+	t, l, err := m.leaderLease(c, StatusActive)
+	if err != nil {
+		return Result{Err: err, Task: cloneOrNil(t)}
+	}
+	l.Status, l.StatusAt = StatusSuspectDead, c.Time
+	t.UpdatedAt = c.Time
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+// revive returns a suspect lease to its holder with the same epoch: nobody
+// else was let in, so the holder's writes are still the only ones.
+func (m *Model) revive(c *Command) Result {
+	t, l, err := m.leaderLease(c, StatusSuspectDead)
+	if err != nil {
+		return Result{Err: err, Task: cloneOrNil(t)}
+	}
+	if c.SessionID != "" && l.SessionID != c.SessionID {
+		return Result{Err: ErrNotHolder, Task: t.clone()}
+	}
+	l.Status, l.StatusAt = StatusActive, c.Time
+	l.HeartbeatAt, l.ExpiresAt = c.Time, c.Time.Add(l.TTL)
+	t.UpdatedAt = c.Time
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+func (m *Model) expire(c *Command) Result {
+	t, l, err := m.leaderLease(c, StatusSuspectDead)
+	if err != nil {
+		return Result{Err: err, Task: cloneOrNil(t)}
+	}
+	l.Status, l.StatusAt = StatusExpired, c.Time
+	t.UpdatedAt = c.Time
+	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+}
+
+// reclaim is the resume guard (DESIGN.md 5): the old epoch is dead for good
+// (expired), no intent of it may still be in flight, the epoch must still be
+// the task's current one (nobody took over), and then the task is handed to
+// the queue with its checkpoint and the in-doubt effects surfaced.
+func (m *Model) reclaim(c *Command) Result {
+	t, l, err := m.leaderLease(c, StatusExpired)
+	if err != nil {
+		return Result{Err: err, Task: cloneOrNil(t)}
+	}
+	var doubt []*Effect
+	for _, e := range t.Journal {
+		if e.State != EffectIntent || e.Epoch != l.Epoch {
+			continue
+		}
+		if c.Time.Before(e.Deadline) {
+			return Result{Err: fmt.Errorf("%w: %q until %s", ErrIntentsInFlight, e.Key, e.Deadline), Task: t.clone()}
+		}
+		doubt = append(doubt, e)
+	}
+	for _, e := range doubt {
+		e.State = EffectInDoubt
+	}
+	m.endLease(t, StatusReclaimed, c, "resume guard passed")
+	m.makeClaimable(t, c)
+	res := Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
+	for _, e := range doubt {
+		res.InDoubt = append(res.InDoubt, e.clone())
+	}
+	return res
+}
+
+// endLease moves the current lease to a closed status and frees its holder.
+func (m *Model) endLease(t *Task, st Status, c *Command, reason string) {
+	l := t.Lease
+	l.Status, l.StatusAt, l.Reason = st, c.Time, reason
+	t.UpdatedAt = c.Time
+	if set := m.held[l.SessionID]; set != nil {
+		delete(set, t.ID)
+		if len(set) == 0 {
+			delete(m.held, l.SessionID)
+		}
+	}
+}
+
+func (m *Model) makeClaimable(t *Task, c *Command) {
+	t.State = TaskPending
+	t.ClaimableAt = c.Time
+	t.UpdatedAt = c.Time
+	m.queue.push(t)
+}
+
+func cloneOrNil(t *Task) *Task {
+	if t == nil {
+		return nil
+	}
+	return t.clone()
+}

@@ -1,0 +1,146 @@
+package lease
+
+import "time"
+
+// Status is the state of one lease (DESIGN.md 3).
+type Status string
+
+// Lease statuses. Only StatusActive lets the holder write.
+const (
+	StatusActive        Status = "active"
+	StatusPausedWaiting Status = "paused_waiting_external"
+	StatusSuspectDead   Status = "suspect_dead"
+	StatusExpired       Status = "expired"
+	StatusReclaimed     Status = "reclaimed"
+	StatusRevoked       Status = "revoked"
+	StatusReleased      Status = "released"
+)
+
+// Live reports whether a lease in this status still blocks a new grant:
+// active and suspect_dead may return to the holder, expired still waits for
+// the resume guard.
+func (s Status) Live() bool {
+	return s == StatusActive || s == StatusSuspectDead || s == StatusExpired
+}
+
+// TaskState is the state of a task.
+type TaskState string
+
+// Task states.
+const (
+	TaskPending   TaskState = "pending"
+	TaskLeased    TaskState = "leased"
+	TaskWaiting   TaskState = "waiting"
+	TaskCompleted TaskState = "completed"
+	TaskFailed    TaskState = "failed"
+	TaskCancelled TaskState = "cancelled"
+)
+
+// Final reports whether no lease can ever be granted on the task again.
+func (s TaskState) Final() bool {
+	return s == TaskCompleted || s == TaskFailed || s == TaskCancelled
+}
+
+// Outcome is how a holder ends its lease.
+type Outcome string
+
+// Release outcomes.
+const (
+	OutcomeCompleted Outcome = "completed"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeGivenBack Outcome = "given_back"
+)
+
+// Checkpoint is the latest durable progress record of a task. It is handed
+// to the next owner after a reclaim.
+type Checkpoint struct {
+	Seq   uint64    `json:"seq"`
+	Step  string    `json:"step,omitempty"`
+	Data  []byte    `json:"data,omitempty"`
+	Epoch uint64    `json:"epoch"`
+	At    time.Time `json:"at"`
+}
+
+// Lease is the seed's lease record. Epoch is also the fencing token.
+// ExpiresAt and HeartbeatAt are as of the last raft-applied change: renewals
+// live in the leader's memory, so the API overlays the leader's view.
+type Lease struct {
+	LeaseID     string        `json:"leaseId"`
+	TaskID      string        `json:"taskId"`
+	WorkerID    string        `json:"workerId"`
+	SessionID   string        `json:"sessionId"`
+	Epoch       uint64        `json:"leaseEpoch"`
+	AcquiredAt  time.Time     `json:"acquiredAt"`
+	ExpiresAt   time.Time     `json:"expiresAt"`
+	HeartbeatAt time.Time     `json:"heartbeatAt"`
+	TTL         time.Duration `json:"ttl"`
+	Status      Status        `json:"status"`
+	StatusAt    time.Time     `json:"statusAt"`
+	Reason      string        `json:"reason,omitempty"`
+}
+
+// EffectState is the state of one journaled side effect.
+type EffectState string
+
+// Effect states.
+const (
+	EffectIntent  EffectState = "intent"   // recorded before the call, no outcome yet
+	EffectDone    EffectState = "done"     // outcome recorded
+	EffectInDoubt EffectState = "in_doubt" // owner lost before an outcome was recorded
+)
+
+// Effect is one journaled write: the intent recorded before the call and,
+// once known, its outcome. A later owner repeating the key gets the outcome.
+type Effect struct {
+	Key        string              `json:"key"`
+	Epoch      uint64              `json:"epoch"`
+	Method     string              `json:"method"`
+	URL        string              `json:"url"`
+	BodyDigest string              `json:"bodyDigest,omitempty"`
+	Deadline   time.Time           `json:"deadline"`
+	State      EffectState         `json:"state"`
+	Status     int                 `json:"status,omitempty"`
+	Header     map[string][]string `json:"header,omitempty"`
+	Body       []byte              `json:"body,omitempty"`
+	RecordedAt time.Time           `json:"recordedAt"`
+}
+
+// Task is one unit of work and everything the cluster knows about it.
+type Task struct {
+	ID           string        `json:"taskId"`
+	Profile      string        `json:"profile"`
+	TTL          time.Duration `json:"ttl"`
+	Heartbeat    time.Duration `json:"heartbeat"`
+	Priority     int           `json:"priority"`
+	Payload      []byte        `json:"payload,omitempty"`
+	State        TaskState     `json:"state"`
+	CreatedAt    time.Time     `json:"createdAt"`
+	UpdatedAt    time.Time     `json:"updatedAt"`
+	ClaimableAt  time.Time     `json:"claimableAt"`
+	Attempts     uint64        `json:"attempts"`
+	MaxEpoch     uint64        `json:"maxEpoch"`
+	Lease        *Lease        `json:"lease,omitempty"`
+	History      []Lease       `json:"history,omitempty"`
+	Checkpoint   *Checkpoint   `json:"checkpoint,omitempty"`
+	WaitDeadline time.Time     `json:"waitDeadline,omitempty"`
+	Signal       []byte        `json:"signal,omitempty"`
+	Result       []byte        `json:"result,omitempty"`
+	Reason       string        `json:"reason,omitempty"`
+	Journal      []*Effect     `json:"journal,omitempty"`
+
+	qidx int // position in the claim queue, -1 when not queued; derived
+}
+
+// Session is one sidecar's liveness handle. Heartbeats renew it (and every
+// lease held through it) in the leader's memory, not here.
+type Session struct {
+	ID        string    `json:"sessionId"`
+	WorkerID  string    `json:"workerId"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// HistoryLimit bounds the lease records kept per task.
+const HistoryLimit = 16
+
+// JournalLimit bounds the journaled effects kept per task.
+const JournalLimit = 1024
