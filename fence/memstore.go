@@ -1,0 +1,319 @@
+package fence
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of MemStoreConfig.
+const (
+	DefaultMaxTasks              = 100_000
+	DefaultMaxIdempotencyRecords = 100_000
+	DefaultIdempotencyTTL        = 24 * time.Hour
+)
+
+// memShards spreads the task table over independent locks; writes for
+// different tasks rarely contend.
+const memShards = 64
+
+// MemStoreConfig configures a MemStore. The zero value is usable.
+type MemStoreConfig struct {
+	// MaxTasks bounds how many tasks the store remembers (default
+	// DefaultMaxTasks). A task's max_seen is never evicted, because
+	// forgetting it would let a lower epoch through; when the table is full
+	// a write for a new task fails with ErrStoreFull (503) instead.
+	MaxTasks int
+	// MaxIdempotencyRecords bounds the completed idempotency records
+	// (default DefaultMaxIdempotencyRecords). When full, the least recently
+	// used completed record is evicted; a retry of an evicted key runs
+	// again. Running (in-progress) records are never evicted; when every
+	// slot is held by a running write, a new key fails with ErrStoreFull.
+	MaxIdempotencyRecords int
+	// IdempotencyTTL is how long a completed record is kept after its last
+	// use (default DefaultIdempotencyTTL).
+	IdempotencyTTL time.Duration
+	// Now is the clock used for record ages (default time.Now); tests
+	// inject a fake clock.
+	Now func() time.Time
+}
+
+// Validate checks the configuration; negative sizes are errors, zeros mean
+// the defaults.
+func (c MemStoreConfig) Validate() error {
+	if c.MaxTasks < 0 || c.MaxIdempotencyRecords < 0 || c.IdempotencyTTL < 0 {
+		return fmt.Errorf("%w: MemStoreConfig sizes and TTL must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+func (c MemStoreConfig) withDefaults() MemStoreConfig {
+	if c.MaxTasks == 0 {
+		c.MaxTasks = DefaultMaxTasks
+	}
+	if c.MaxIdempotencyRecords == 0 {
+		c.MaxIdempotencyRecords = DefaultMaxIdempotencyRecords
+	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// MemStore is a bounded in-memory Store for single-process services and
+// tests. It is safe for concurrent use. Writes for one task are
+// serialised (one runs at a time) while idempotency claims stay visible to
+// concurrent duplicates, which get ErrInProgress.
+type MemStore struct {
+	cfg    MemStoreConfig
+	seed   maphash.Seed
+	ntasks atomic.Int64
+	shards [memShards]memShard
+
+	// idemMu guards idem, lru and done; lock order: shard.mu, then idemMu.
+	idemMu sync.Mutex
+	idem   map[idemKey]*memRecord
+	lru    list.List // completed records only, least recently used first
+}
+
+type memShard struct {
+	mu    sync.Mutex
+	tasks map[TaskKey]*memTask
+}
+
+type memTask struct {
+	maxSeen uint64        // guarded by the shard's mu
+	slot    chan struct{} // capacity 1: held while a write for the task runs
+}
+
+type idemKey struct {
+	task TaskKey
+	key  string
+}
+
+type memRecord struct {
+	k    idemKey
+	fp   Fingerprint
+	done bool
+	resp *Response
+	used time.Time
+	elem *list.Element // in lru once done
+}
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore(cfg MemStoreConfig) (*MemStore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &MemStore{cfg: cfg.withDefaults(), seed: maphash.MakeSeed(), idem: make(map[idemKey]*memRecord)}
+	for i := range s.shards {
+		s.shards[i].tasks = make(map[TaskKey]*memTask)
+	}
+	return s, nil
+}
+
+func (s *MemStore) shard(k TaskKey) *memShard {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(k.Tenant)
+	h.WriteByte(0)
+	h.WriteString(k.Task)
+	return &s.shards[h.Sum64()%memShards]
+}
+
+// taskLocked returns the task entry, creating it within the MaxTasks bound.
+func (s *MemStore) taskLocked(sh *memShard, k TaskKey) (*memTask, error) {
+	if t := sh.tasks[k]; t != nil {
+		return t, nil
+	}
+	for {
+		n := s.ntasks.Load()
+		if n >= int64(s.cfg.MaxTasks) {
+			return nil, fmt.Errorf("%w: task table holds %d tasks (MaxTasks); max_seen is never evicted", ErrStoreFull, n)
+		}
+		if s.ntasks.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	t := &memTask{slot: make(chan struct{}, 1)}
+	sh.tasks[k] = t
+	return t, nil
+}
+
+// MaxSeen returns the highest epoch seen for a task.
+func (s *MemStore) MaxSeen(k TaskKey) (uint64, bool) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.tasks[k]
+	if t == nil {
+		return 0, false
+	}
+	return t.maxSeen, true
+}
+
+// Len returns how many tasks and idempotency records (running and done)
+// the store holds.
+func (s *MemStore) Len() (tasks, records int) {
+	s.idemMu.Lock()
+	defer s.idemMu.Unlock()
+	return int(s.ntasks.Load()), len(s.idem)
+}
+
+// Do implements Store.
+func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	sh := s.shard(w.Key)
+	sh.mu.Lock()
+	t, err := s.taskLocked(sh, w.Key)
+	if err != nil {
+		sh.mu.Unlock()
+		return nil, 0, err
+	}
+	if w.Epoch < t.maxSeen {
+		seen := t.maxSeen
+		sh.mu.Unlock()
+		return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}
+	}
+	// Raising early is safe: the epoch is a valid, newer grant, so anything
+	// older is dead even if this write never happens.
+	t.maxSeen = w.Epoch
+	var claim *memRecord
+	if w.IdempotencyKey != "" {
+		var replay *Response
+		claim, replay, err = s.claim(w)
+		if err != nil || replay != nil {
+			sh.mu.Unlock()
+			if err != nil {
+				return nil, 0, err
+			}
+			return replay, Replayed, nil
+		}
+	}
+	sh.mu.Unlock()
+
+	committed := false
+	defer func() {
+		// Runs on error paths and when fn panics: a claim must never stay
+		// in progress after its write is gone.
+		if !committed {
+			s.release(claim)
+		}
+	}()
+	select {
+	case t.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	defer func() { <-t.slot }()
+	// A higher epoch may have been raised while this write waited for the
+	// slot; the write must then not take effect after it.
+	sh.mu.Lock()
+	seen := t.maxSeen
+	sh.mu.Unlock()
+	if w.Epoch < seen {
+		return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}
+	}
+	resp, err := fn(WithWrite(ctx, w))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrWriteFailed, err)
+	}
+	if resp == nil {
+		return nil, 0, fmt.Errorf("%w: handler returned no response", ErrWriteFailed)
+	}
+	if !resp.Recordable() {
+		return resp, Executed, nil
+	}
+	if claim != nil {
+		s.complete(claim, resp)
+	}
+	committed = true
+	return resp, Executed, nil
+}
+
+// claim looks the idempotency key up and, when absent, inserts a running
+// record. It returns the stored response for a replay.
+func (s *MemStore) claim(w Write) (*memRecord, *Response, error) {
+	k := idemKey{task: w.Key, key: w.IdempotencyKey}
+	now := s.cfg.Now()
+	s.idemMu.Lock()
+	defer s.idemMu.Unlock()
+	s.expireLocked(now)
+	if rec := s.idem[k]; rec != nil {
+		switch {
+		case !rec.done:
+			return nil, nil, fmt.Errorf("%w: key %q", ErrInProgress, w.IdempotencyKey)
+		case rec.fp != w.Fingerprint:
+			return nil, nil, fmt.Errorf("%w: key %q", ErrPayloadMismatch, w.IdempotencyKey)
+		}
+		rec.used = now
+		s.lru.MoveToBack(rec.elem)
+		return nil, copyResponse(rec.resp), nil
+	}
+	if len(s.idem) >= s.cfg.MaxIdempotencyRecords {
+		oldest := s.lru.Front()
+		if oldest == nil {
+			return nil, nil, fmt.Errorf("%w: %d idempotency records, all in progress", ErrStoreFull, len(s.idem))
+		}
+		s.removeLocked(oldest.Value.(*memRecord))
+	}
+	rec := &memRecord{k: k, fp: w.Fingerprint, used: now}
+	s.idem[k] = rec
+	return rec, nil, nil
+}
+
+func (s *MemStore) complete(rec *memRecord, resp *Response) {
+	s.idemMu.Lock()
+	defer s.idemMu.Unlock()
+	rec.done = true
+	rec.resp = copyResponse(resp)
+	rec.used = s.cfg.Now()
+	rec.elem = s.lru.PushBack(rec)
+}
+
+func (s *MemStore) release(rec *memRecord) {
+	if rec == nil {
+		return
+	}
+	s.idemMu.Lock()
+	defer s.idemMu.Unlock()
+	if s.idem[rec.k] == rec {
+		delete(s.idem, rec.k)
+	}
+}
+
+func (s *MemStore) expireLocked(now time.Time) {
+	for e := s.lru.Front(); e != nil; e = s.lru.Front() {
+		rec := e.Value.(*memRecord)
+		if now.Sub(rec.used) < s.cfg.IdempotencyTTL {
+			return
+		}
+		s.removeLocked(rec)
+	}
+}
+
+func (s *MemStore) removeLocked(rec *memRecord) {
+	s.lru.Remove(rec.elem)
+	delete(s.idem, rec.k)
+}
+
+func copyResponse(r *Response) *Response {
+	c := &Response{Status: r.Status, Body: append([]byte(nil), r.Body...)}
+	if r.Header != nil {
+		c.Header = make(map[string][]string, len(r.Header))
+		for k, v := range maps.All(r.Header) {
+			c.Header[k] = append([]string(nil), v...)
+		}
+	}
+	return c
+}
