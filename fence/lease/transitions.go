@@ -130,7 +130,6 @@ func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 	t.State = TaskLeased
 	t.Attempts++
 	t.UpdatedAt = c.Time
-	t.Signal = nil
 	m.queue.remove(t)
 	if m.held[s.ID] == nil {
 		m.held[s.ID] = map[string]struct{}{}
@@ -188,6 +187,9 @@ func (m *Model) wait(c *Command) Result {
 	m.endLease(t, StatusPausedWaiting, c, c.Reason)
 	t.State = TaskWaiting
 	t.WaitDeadline = c.Deadline
+	// The signal answers the previous wait; it stays with the task (for the
+	// owner after the signal, and any owner after a reclaim) until the next.
+	t.Signal = nil
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
 
