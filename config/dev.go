@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Dev configures the embedded single-process stack (fencepost dev): a
+// one-node cluster, a sidecar and the fenced service, all on loopback.
+type Dev struct {
+	// DataDir holds the embedded node's raft data.
+	DataDir string `yaml:"data_dir" doc:"data directory of the embedded node"`
+	// Ports are the loopback ports of the three parts.
+	Ports DevPorts `yaml:"ports"`
+	// Log configures logging for every part.
+	Log Log `yaml:"log"`
+}
+
+// DevPorts are the loopback ports fencepost dev listens on. Port 0 picks a
+// free port; the wiring then has to patch the addresses it hands to the
+// other parts (see Dev.Server).
+type DevPorts struct {
+	// HTTP is the cluster HTTP API port.
+	HTTP int `yaml:"http" doc:"cluster HTTP API port"`
+	// Raft is the raft transport port.
+	Raft int `yaml:"raft" doc:"raft transport port"`
+	// Proxy is the sidecar's HTTP proxy port.
+	Proxy int `yaml:"proxy" doc:"sidecar HTTP proxy port"`
+	// Control is the sidecar's control API port.
+	Control int `yaml:"control" doc:"sidecar control API port"`
+	// Fenced is the fenced service's port.
+	Fenced int `yaml:"fenced" doc:"fenced service port"`
+}
+
+// DefaultDev returns the dev defaults.
+func DefaultDev() *Dev {
+	return &Dev{
+		DataDir: "./fencepost-data/dev",
+		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490},
+		// A person reads dev logs in a terminal, so they default to console.
+		Log: Log{Level: "info", Format: "console"},
+	}
+}
+
+// Role returns RoleDev.
+func (d *Dev) Role() Role { return RoleDev }
+
+// fill has nothing to derive.
+func (d *Dev) fill() {}
+
+// ports lists the ports with their keys, in schema order.
+func (d *Dev) ports() []struct {
+	key  string
+	port int
+} {
+	return []struct {
+		key  string
+		port int
+	}{
+		{"ports.http", d.Ports.HTTP}, {"ports.raft", d.Ports.Raft}, {"ports.proxy", d.Ports.Proxy},
+		{"ports.control", d.Ports.Control}, {"ports.fenced", d.Ports.Fenced},
+	}
+}
+
+// Validate checks the ports are in range and distinct.
+func (d *Dev) Validate() error {
+	var p problems
+	if d.DataDir == "" {
+		p.invalid("data_dir", "must not be empty")
+	}
+	used := map[int]string{}
+	for _, pt := range d.ports() {
+		if pt.port < 0 || pt.port > 65535 {
+			p.invalid(pt.key, "must be from 0 to 65535 (got %d)", pt.port)
+			continue
+		}
+		if other, ok := used[pt.port]; ok && pt.port != 0 {
+			p.invalid(pt.key, "must differ from %s (both %d)", other, pt.port)
+		}
+		used[pt.port] = pt.key
+	}
+	d.Log.validate(&p)
+	return p.err()
+}
+
+// CheckRuntime checks data_dir is writable and every port is free.
+func (d *Dev) CheckRuntime() error {
+	var p problems
+	checkWritableDir(&p, "data_dir", d.DataDir)
+	for _, pt := range d.ports() {
+		checkPortFree(&p, pt.key, loopback(pt.port))
+	}
+	return p.err()
+}
+
+// loopback returns 127.0.0.1:port.
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// Server returns the configuration of the embedded cluster node: node id
+// "dev", bootstrapping a one-node cluster in DataDir, server defaults for
+// everything else. It is not validated; with port 0 the caller sets the real
+// addresses first.
+func (d *Dev) Server() *Server {
+	s := DefaultServer()
+	s.NodeID = "dev"
+	s.DataDir = d.DataDir
+	s.HTTPAddr = loopback(d.Ports.HTTP)
+	s.RaftAddr = loopback(d.Ports.Raft)
+	s.Log = d.Log
+	s.fill()
+	return s
+}
+
+// Sidecar returns the configuration of the embedded sidecar, pointed at the
+// embedded node. It is not validated.
+func (d *Dev) Sidecar() *Sidecar {
+	s := DefaultSidecar()
+	s.Cluster = []string{loopback(d.Ports.HTTP)}
+	s.WorkerID = "dev-worker"
+	s.ProxyAddr = loopback(d.Ports.Proxy)
+	s.ControlAddr = loopback(d.Ports.Control)
+	s.Log = d.Log
+	return s
+}
+
+// Fenced returns the configuration of the embedded fenced service, fetching
+// public keys from the embedded node. It is not validated.
+func (d *Dev) Fenced() *Fenced {
+	f := DefaultFenced()
+	f.Addr = loopback(d.Ports.Fenced)
+	f.KeysFrom = fmt.Sprintf("http://%s", loopback(d.Ports.HTTP))
+	f.Log = d.Log
+	return f
+}

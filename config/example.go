@@ -1,0 +1,176 @@
+package config
+
+// Example returns a commented YAML file for role that loads and validates as
+// is; every value shown is the default unless a comment says otherwise. It
+// returns "" for an unknown role.
+func Example(role Role) string {
+	switch role {
+	case RoleServer:
+		return exampleServer
+	case RoleSidecar:
+		return exampleSidecar
+	case RoleFenced:
+		return exampleFenced
+	case RoleDev:
+		return exampleDev
+	}
+	return ""
+}
+
+// header is shared by every example.
+const header = `# Every key is optional unless marked required; the values shown are the
+# defaults. Precedence: flags > environment > this file > defaults.
+# Environment: FENCEPOST_<KEY> with dots as underscores, e.g.
+#   FENCEPOST_LOG_LEVEL=debug, FENCEPOST_LEASES_PROFILES_SHORT_TTL=30s
+# Flags: --<key> with dots and underscores as dashes, e.g. --log-level=debug,
+#   or --set <key>=<value> for any key.
+# Check a file with: fencepost config validate FILE
+`
+
+const exampleServer = `# fencepost server: one node of the lease cluster.
+` + header + `
+# Raft node id: unique in the cluster and stable across restarts.
+# Empty: derived from the host name.
+node_id: ""
+# Raft log, stable store and snapshots. Empty: ./fencepost-data/<node_id>.
+data_dir: ""
+# Cluster HTTP API, used by sidecars, operators and joining nodes.
+http_addr: 127.0.0.1:7400
+# Raft transport. To listen on every interface use 0.0.0.0:7401 and set
+# raft_advertise.
+raft_addr: 127.0.0.1:7401
+# Address the other nodes dial; never a wildcard. Empty: raft_addr.
+raft_advertise: ""
+# Start a new cluster if the data directory is empty.
+# Empty: true when join is empty, false otherwise.
+bootstrap:
+# HTTP endpoints of existing members to join through, e.g.
+# [10.0.0.1:7400, 10.0.0.2:7400]. Joining is idempotent.
+join: []
+
+raft:
+  heartbeat_timeout: 100ms     # must be <= election_timeout
+  election_timeout: 300ms      # every profile ttl must be >= 1.5 x this
+  leader_lease_timeout: 100ms  # must be <= heartbeat_timeout
+  commit_timeout: 5ms
+  snapshot_interval: 30s
+  snapshot_threshold: 8192     # new log entries that trigger a snapshot
+  trailing_logs: 10240         # entries kept after a snapshot for slow followers
+
+leases:
+  default_profile: short       # used when a task is created without a profile
+  # Rules for every profile: heartbeat <= ttl/3, min_ttl <= ttl <= max_ttl,
+  # ttl >= 1.5 x raft.election_timeout. Profiles listed here are added to the
+  # defaults (short, workflow) or change their fields.
+  profiles:
+    short:    {ttl: 21s, heartbeat: 7s}
+    workflow: {ttl: 45s, heartbeat: 15s}
+  grace: 5s                    # suspect_dead -> expired; a heartbeat within it revives the lease
+  min_ttl: 1s
+  max_ttl: 10m
+  checkpoint_max_bytes: 1MiB   # sizes take B, KiB, MiB, GiB, KB, MB, GB or plain bytes
+  max_task_id_bytes: 256
+
+signing:
+  # Ed25519 private key file that signs fencing tokens.
+  # Empty: a key is generated at bootstrap and replicated to every node.
+  key_file: ""
+
+log:
+  level: info                  # debug, info, warn or error
+  format: json                 # json or console
+`
+
+const exampleSidecar = `# fencepost sidecar: runs beside one worker, heartbeats for it and is its
+# HTTP_PROXY, blocking every write once the lease is no longer current.
+` + header + `
+# Required: cluster HTTP endpoints (any member; followers forward).
+cluster: [127.0.0.1:7400]
+# Worker id recorded in leases. Empty: derived from the host name.
+worker_id: ""
+# The worker's HTTP_PROXY. Loopback only.
+proxy_addr: 127.0.0.1:7480
+# Control API, health and metrics. Loopback only.
+control_addr: 127.0.0.1:7481
+# One-task mode: create or claim this task at start (empty: the worker
+# acquires tasks through the control API).
+task: ""
+# One-task mode: profile for a newly created task. Empty: the cluster default.
+profile: ""
+
+heartbeat:
+  # Local deadline = heartbeat send time + validFor - max(drift x validFor, margin_floor).
+  drift: 0.01                  # assumed clock-rate difference, 0 to 0.1
+  margin_floor: 200ms
+
+writes:
+  reads_without_lease: allow   # allow or block reads while the lease is not current
+  # Default: GET, HEAD, OPTIONS and TRACE are reads, every other method is a
+  # write. Rules refine that; the first match wins; write is required. E.g.
+  #   rules:
+  #     - {host: search.example.com, path_prefix: /query, methods: [POST], write: false}
+  #     - {host: "*.internal.example.com", write: true}
+  rules: []
+
+tls:
+  # Hosts the worker calls as http:// while the sidecar speaks TLS upstream,
+  # so writes stay visible and fenced. E.g.
+  #   originate:
+  #     - {host: api.example.com, server_name: api.example.com, ca_file: /etc/ssl/example-ca.pem}
+  originate: []
+
+connect:
+  # host:port destinations a CONNECT tunnel may reach, only while the lease
+  # is current. Fenced hosts do not belong here. E.g. [pypi.org:443]
+  allow: []
+
+limits:
+  max_request_body: 10MiB
+  max_response_body: 64MiB
+  max_header_bytes: 64KiB
+
+timeouts:
+  dial: 5s
+  upstream: 60s
+  idle: 90s
+
+# Time in-flight requests get to finish on shutdown.
+drain_timeout: 30s
+
+log:
+  level: info                  # debug, info, warn or error
+  format: json                 # json or console
+`
+
+const exampleFenced = `# fencepost fenced: the reference downstream service that accepts a write
+# only with a current fencing token.
+` + header + `
+addr: 127.0.0.1:7490
+# Cluster endpoint to fetch token-signing public keys from, e.g.
+# http://127.0.0.1:7400. Empty: signatures are not checked.
+keys_from: ""
+# Reject tokens without a valid signature. Needs keys_from.
+require_signature: false
+
+log:
+  level: info                  # debug, info, warn or error
+  format: json                 # json or console
+`
+
+const exampleDev = `# fencepost dev: a one-node cluster, a sidecar and the fenced service in one
+# process, all on 127.0.0.1.
+` + header + `
+data_dir: ./fencepost-data/dev
+
+# Port 0 picks a free port.
+ports:
+  http: 7400                   # cluster HTTP API
+  raft: 7401                   # raft transport
+  proxy: 7480                  # sidecar HTTP proxy (the worker's HTTP_PROXY)
+  control: 7481                # sidecar control API
+  fenced: 7490                 # fenced service
+
+log:
+  level: info                  # debug, info, warn or error
+  format: console              # json or console
+`

@@ -1,0 +1,48 @@
+package config
+
+// Fenced configures the reference fenced downstream service (fencepost
+// fenced): a small HTTP service that accepts writes only with a current
+// fencing token, used by the demo and the tests.
+type Fenced struct {
+	// Addr is where the service listens.
+	Addr string `yaml:"addr" doc:"listen address"`
+	// KeysFrom is a cluster endpoint to fetch token-signing public keys
+	// from; empty means signatures are not checked.
+	KeysFrom string `yaml:"keys_from" doc:"cluster endpoint to fetch signing public keys from"`
+	// RequireSignature rejects tokens without a valid signature.
+	RequireSignature bool `yaml:"require_signature" doc:"reject tokens without a valid signature (needs keys_from)"`
+	// Log configures logging.
+	Log Log `yaml:"log"`
+}
+
+// DefaultFenced returns the fenced defaults.
+func DefaultFenced() *Fenced {
+	return &Fenced{Addr: "127.0.0.1:7490", Log: defaultLog()}
+}
+
+// Role returns RoleFenced.
+func (f *Fenced) Role() Role { return RoleFenced }
+
+// fill has nothing to derive.
+func (f *Fenced) fill() {}
+
+// Validate checks every rule that does not depend on the host.
+func (f *Fenced) Validate() error {
+	var p problems
+	checkAddr(&p, "addr", f.Addr)
+	if f.KeysFrom != "" {
+		checkEndpoint(&p, "keys_from", f.KeysFrom)
+	}
+	if f.RequireSignature && f.KeysFrom == "" {
+		p.invalid("require_signature", "needs keys_from: signatures are checked against the cluster's public keys")
+	}
+	f.Log.validate(&p)
+	return p.err()
+}
+
+// CheckRuntime checks that the port is free.
+func (f *Fenced) CheckRuntime() error {
+	var p problems
+	checkPortFree(&p, "addr", f.Addr)
+	return p.err()
+}

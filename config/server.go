@@ -1,0 +1,313 @@
+package config
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Server configures one node of the lease cluster (fencepost server).
+type Server struct {
+	// NodeID is the raft server id; unique and stable across restarts.
+	NodeID string `yaml:"node_id" doc:"raft node id, unique and stable (default: derived from the host name)"`
+	// DataDir holds the raft log, stable store and snapshots.
+	DataDir string `yaml:"data_dir" doc:"raft log, stable store and snapshots (default ./fencepost-data/<node_id>)"`
+	// HTTPAddr is where the cluster's HTTP API listens.
+	HTTPAddr string `yaml:"http_addr" doc:"cluster HTTP API listen address"`
+	// RaftAddr is where raft's TCP transport listens.
+	RaftAddr string `yaml:"raft_addr" doc:"raft transport listen address"`
+	// RaftAdvertise is the raft address other nodes dial; it must be a
+	// concrete host, never a wildcard.
+	RaftAdvertise string `yaml:"raft_advertise" doc:"raft address other nodes dial (default: raft_addr)"`
+	// Bootstrap makes this node start a new single-node cluster if its data
+	// directory is empty. After Load it is never nil.
+	Bootstrap *bool `yaml:"bootstrap" doc:"bootstrap a new cluster when the data dir is empty (default: true when join is empty)"`
+	// Join lists HTTP endpoints of existing members to join through.
+	Join []string `yaml:"join" doc:"cluster HTTP endpoints to join through (host:port, comma-separated)"`
+	// Raft holds the raft timing knobs.
+	Raft Raft `yaml:"raft"`
+	// Leases holds lease profiles and limits.
+	Leases Leases `yaml:"leases"`
+	// Signing configures the token signing key.
+	Signing Signing `yaml:"signing"`
+	// Log configures logging.
+	Log Log `yaml:"log"`
+}
+
+// Raft holds the hashicorp/raft settings fencepost exposes.
+type Raft struct {
+	// HeartbeatTimeout is how long a follower waits for the leader before
+	// starting an election.
+	HeartbeatTimeout Duration `yaml:"heartbeat_timeout" doc:"follower wait for leader contact before an election"`
+	// ElectionTimeout is how long a candidate waits before retrying; lease
+	// TTLs must outlast 1.5 of it so a failover cannot expire healthy leases.
+	ElectionTimeout Duration `yaml:"election_timeout" doc:"candidate wait before a new election"`
+	// LeaderLeaseTimeout is how long a leader stays leader without contact
+	// with a quorum.
+	LeaderLeaseTimeout Duration `yaml:"leader_lease_timeout" doc:"leader step-down time without quorum contact"`
+	// CommitTimeout bounds how long an append waits to be batched.
+	CommitTimeout Duration `yaml:"commit_timeout" doc:"max wait before sending an append batch"`
+	// SnapshotInterval is how often raft checks whether to snapshot.
+	SnapshotInterval Duration `yaml:"snapshot_interval" doc:"how often to check whether to snapshot"`
+	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	SnapshotThreshold uint64 `yaml:"snapshot_threshold" doc:"new log entries that trigger a snapshot"`
+	// TrailingLogs is how many entries stay in the log after a snapshot so
+	// slow followers can catch up without a full snapshot.
+	TrailingLogs uint64 `yaml:"trailing_logs" doc:"log entries kept after a snapshot"`
+}
+
+// Leases holds the lease profiles and limits the cluster enforces.
+type Leases struct {
+	// DefaultProfile is used when a task is created without a profile.
+	DefaultProfile string `yaml:"default_profile" doc:"profile used when a task names none"`
+	// Profiles maps a profile name to its TTL and heartbeat interval. A file
+	// adds profiles and changes fields of the default ones (short,
+	// workflow); it cannot remove them.
+	Profiles map[string]Profile `yaml:"profiles" doc:"lease profiles: name -> {ttl, heartbeat}"`
+	// Grace is how long a lease stays suspect_dead before it expires; a
+	// heartbeat inside the grace revives it with the same epoch.
+	Grace Duration `yaml:"grace" doc:"suspect_dead -> expired grace"`
+	// MinTTL is the absolute floor for any profile's TTL.
+	MinTTL Duration `yaml:"min_ttl" doc:"lowest TTL any profile may have"`
+	// MaxTTL is the ceiling for any profile's TTL.
+	MaxTTL Duration `yaml:"max_ttl" doc:"highest TTL any profile may have"`
+	// CheckpointMaxBytes caps one checkpoint's payload.
+	CheckpointMaxBytes ByteSize `yaml:"checkpoint_max_bytes" doc:"largest checkpoint payload"`
+	// MaxTaskIDBytes caps the length of a task id.
+	MaxTaskIDBytes int `yaml:"max_task_id_bytes" doc:"longest task id in bytes"`
+}
+
+// Profile is a lease TTL and the heartbeat interval that keeps it alive.
+type Profile struct {
+	// TTL is how long a lease lives without a heartbeat.
+	TTL Duration `yaml:"ttl" doc:"lease time to live"`
+	// Heartbeat is the interval the sidecar heartbeats at; at most TTL/3 so
+	// two heartbeats can be lost before the lease lapses.
+	Heartbeat Duration `yaml:"heartbeat" doc:"heartbeat interval, at most ttl/3"`
+}
+
+// Signing configures the Ed25519 key that signs fencing tokens.
+type Signing struct {
+	// KeyFile is a PEM or raw Ed25519 private key. Empty means the cluster
+	// generates a key at bootstrap and replicates it.
+	KeyFile string `yaml:"key_file" doc:"Ed25519 private key file (default: generated at bootstrap and replicated)"`
+}
+
+// DefaultServer returns the server defaults. NodeID, DataDir, RaftAdvertise
+// and Bootstrap are left empty: Load derives them once every layer is applied.
+func DefaultServer() *Server {
+	return &Server{
+		HTTPAddr: "127.0.0.1:7400",
+		RaftAddr: "127.0.0.1:7401",
+		Raft: Raft{
+			HeartbeatTimeout:   Duration(100 * time.Millisecond),
+			ElectionTimeout:    Duration(300 * time.Millisecond),
+			LeaderLeaseTimeout: Duration(100 * time.Millisecond),
+			CommitTimeout:      Duration(5 * time.Millisecond),
+			SnapshotInterval:   Duration(30 * time.Second),
+			SnapshotThreshold:  8192,
+			TrailingLogs:       10240,
+		},
+		Leases: Leases{
+			DefaultProfile: "short",
+			// The brief's short default of 20s/7s breaks heartbeat <= ttl/3,
+			// so the TTL is raised to 21s rather than the heartbeat lowered.
+			Profiles: map[string]Profile{
+				"short":    {TTL: Duration(21 * time.Second), Heartbeat: Duration(7 * time.Second)},
+				"workflow": {TTL: Duration(45 * time.Second), Heartbeat: Duration(15 * time.Second)},
+			},
+			Grace:              Duration(5 * time.Second),
+			MinTTL:             Duration(time.Second),
+			MaxTTL:             Duration(10 * time.Minute),
+			CheckpointMaxBytes: 1 << 20,
+			MaxTaskIDBytes:     256,
+		},
+		Log: defaultLog(),
+	}
+}
+
+// Role returns RoleServer.
+func (s *Server) Role() Role { return RoleServer }
+
+// ShouldBootstrap reports the effective bootstrap setting.
+func (s *Server) ShouldBootstrap() bool {
+	if s.Bootstrap == nil {
+		return len(s.Join) == 0
+	}
+	return *s.Bootstrap
+}
+
+// hostname is replaceable in tests.
+var hostname = os.Hostname
+
+// hostID derives an identifier from the host name: lower case, anything
+// outside [a-z0-9.-] turned into '-', at most 64 bytes; "node" if unknown.
+func hostID() string {
+	h, err := hostname()
+	if err != nil {
+		return "node"
+	}
+	id := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(h))
+	id = strings.Trim(id, "-.")
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	if id == "" {
+		return "node"
+	}
+	return id
+}
+
+// fill derives node_id, data_dir, raft_advertise and bootstrap.
+func (s *Server) fill() {
+	if s.NodeID == "" {
+		s.NodeID = hostID()
+	}
+	if s.DataDir == "" {
+		s.DataDir = "./fencepost-data/" + s.NodeID
+	}
+	if s.RaftAdvertise == "" {
+		s.RaftAdvertise = s.RaftAddr
+	}
+	if s.Bootstrap == nil {
+		b := len(s.Join) == 0
+		s.Bootstrap = &b
+	}
+}
+
+// Validate checks every rule that does not depend on the host.
+func (s *Server) Validate() error {
+	var p problems
+	checkName(&p, "node_id", s.NodeID)
+	if s.DataDir == "" {
+		p.invalid("data_dir", "must not be empty")
+	}
+	_, httpPort, httpOK := checkAddr(&p, "http_addr", s.HTTPAddr)
+	_, raftPort, raftOK := checkAddr(&p, "raft_addr", s.RaftAddr)
+	if httpOK && raftOK && httpPort != 0 && httpPort == raftPort {
+		p.invalid("raft_addr", "must differ from http_addr (both use port %d)", raftPort)
+	}
+	if host, port, ok := checkAddr(&p, "raft_advertise", s.RaftAdvertise); ok && (isUnspecified(host) || port == 0) {
+		p.invalid("raft_advertise", "must be a host and non-zero port other nodes can dial (got %q); set it when raft_addr is a wildcard or port 0", s.RaftAdvertise)
+	}
+	for i, ep := range s.Join {
+		checkEndpoint(&p, indexKey("join", i), ep)
+	}
+	if s.Bootstrap != nil && *s.Bootstrap && len(s.Join) > 0 {
+		p.invalid("bootstrap", "must be false when join is set: a node either starts a new cluster or joins one")
+	}
+	s.Raft.validate(&p)
+	s.Leases.validate(&p, s.Raft.ElectionTimeout)
+	s.Log.validate(&p)
+	return p.err()
+}
+
+// raftFloor is hashicorp/raft's own minimum for its timeouts; checking it
+// here reports it with the key name instead of a bare library error.
+const raftFloor = Duration(5 * time.Millisecond)
+
+// validate checks the raft timings against each other and raft's floors.
+func (r Raft) validate(p *problems) {
+	checkAtLeast(p, "raft.heartbeat_timeout", r.HeartbeatTimeout, raftFloor)
+	checkAtLeast(p, "raft.election_timeout", r.ElectionTimeout, raftFloor)
+	checkAtLeast(p, "raft.leader_lease_timeout", r.LeaderLeaseTimeout, raftFloor)
+	checkAtLeast(p, "raft.commit_timeout", r.CommitTimeout, Duration(time.Millisecond))
+	checkAtLeast(p, "raft.snapshot_interval", r.SnapshotInterval, raftFloor)
+	if r.HeartbeatTimeout > r.ElectionTimeout {
+		p.invalid("raft.heartbeat_timeout", "must be <= raft.election_timeout (%s, got %s)", r.ElectionTimeout, r.HeartbeatTimeout)
+	}
+	if r.LeaderLeaseTimeout > r.HeartbeatTimeout {
+		p.invalid("raft.leader_lease_timeout", "must be <= raft.heartbeat_timeout (%s, got %s)", r.HeartbeatTimeout, r.LeaderLeaseTimeout)
+	}
+	if r.SnapshotThreshold == 0 {
+		p.invalid("raft.snapshot_threshold", "must be > 0")
+	}
+}
+
+// maxCheckpoint keeps a checkpoint well inside one raft entry and one
+// snapshot record.
+const maxCheckpoint = ByteSize(64 << 20)
+
+// validate checks limits and every profile against them and the election
+// timeout.
+func (l Leases) validate(p *problems, election Duration) {
+	checkPositive(p, "leases.min_ttl", l.MinTTL)
+	if l.MaxTTL < l.MinTTL {
+		p.invalid("leases.max_ttl", "must be >= leases.min_ttl (%s, got %s)", l.MinTTL, l.MaxTTL)
+	}
+	if l.Grace < 0 {
+		p.invalid("leases.grace", "must be >= 0 (got %s)", l.Grace)
+	}
+	if l.CheckpointMaxBytes <= 0 || l.CheckpointMaxBytes > maxCheckpoint {
+		p.invalid("leases.checkpoint_max_bytes", "must be between 1 and %s (got %s)", maxCheckpoint, l.CheckpointMaxBytes)
+	}
+	if l.MaxTaskIDBytes < 1 || l.MaxTaskIDBytes > 4096 {
+		p.invalid("leases.max_task_id_bytes", "must be between 1 and 4096 (got %d)", l.MaxTaskIDBytes)
+	}
+	if len(l.Profiles) == 0 {
+		p.invalid("leases.profiles", "must define at least one profile")
+	}
+	names := make([]string, 0, len(l.Profiles))
+	for name := range l.Profiles {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if _, ok := l.Profiles[l.DefaultProfile]; !ok && len(names) > 0 {
+		p.invalid("leases.default_profile", "must name a profile in leases.profiles (%s), got %q", quoteList(names), l.DefaultProfile)
+	}
+	minByElection := election * 3 / 2
+	for _, name := range names {
+		prof := l.Profiles[name]
+		key := "leases.profiles." + name
+		if !validProfileName(name) {
+			p.invalid(key, "profile names may only contain a-z, 0-9, '_' and '-' and must start with a letter or digit")
+		}
+		switch {
+		case prof.TTL <= 0:
+			p.invalid(key+".ttl", "must be > 0 (got %s)", prof.TTL)
+		case prof.TTL < minByElection:
+			p.invalid(key+".ttl", "must be >= 1.5 × raft.election_timeout (election_timeout %s → min %s, got %s)", election, ms(minByElection), prof.TTL)
+		case prof.TTL < l.MinTTL:
+			p.invalid(key+".ttl", "must be >= leases.min_ttl (%s, got %s)", l.MinTTL, prof.TTL)
+		case prof.TTL > l.MaxTTL:
+			p.invalid(key+".ttl", "must be <= leases.max_ttl (%s, got %s)", l.MaxTTL, prof.TTL)
+		}
+		switch {
+		case prof.Heartbeat <= 0:
+			p.invalid(key+".heartbeat", "must be > 0 (got %s)", prof.Heartbeat)
+		case prof.TTL > 0 && prof.Heartbeat > prof.TTL/3:
+			p.invalid(key+".heartbeat", "must be <= ttl/3 (ttl %s → max %s, got %s)", prof.TTL, ms(prof.TTL/3), prof.Heartbeat)
+		}
+	}
+}
+
+// validProfileName keeps profile names usable in environment variable names
+// (FENCEPOST_LEASES_PROFILES_<NAME>_TTL), which are matched case-blind.
+func validProfileName(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '-' || s[0] == '_' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckRuntime checks that data_dir is writable, both ports are free and the
+// signing key file is readable.
+func (s *Server) CheckRuntime() error {
+	var p problems
+	checkWritableDir(&p, "data_dir", s.DataDir)
+	checkPortFree(&p, "http_addr", s.HTTPAddr)
+	checkPortFree(&p, "raft_addr", s.RaftAddr)
+	checkReadable(&p, "signing.key_file", s.Signing.KeyFile)
+	return p.err()
+}

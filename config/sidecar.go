@@ -1,0 +1,277 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// Sidecar configures the per-worker sidecar (fencepost sidecar): the
+// heartbeat session, the worker's HTTP proxy and its local control API.
+type Sidecar struct {
+	// Cluster lists cluster HTTP endpoints; any member will do, followers
+	// forward to the leader.
+	Cluster []string `yaml:"cluster" doc:"cluster HTTP endpoints (required, comma-separated)"`
+	// WorkerID names the worker in leases and logs.
+	WorkerID string `yaml:"worker_id" doc:"worker id recorded in leases (default: derived from the host name)"`
+	// ProxyAddr is the worker's HTTP_PROXY; loopback only.
+	ProxyAddr string `yaml:"proxy_addr" doc:"HTTP proxy listen address (loopback only)"`
+	// ControlAddr serves the control API, health and metrics; loopback only.
+	ControlAddr string `yaml:"control_addr" doc:"control API, health and metrics listen address (loopback only)"`
+	// Task, when set, is one-task mode: the sidecar creates or claims this
+	// task at start and exits when it is done.
+	Task string `yaml:"task" doc:"one-task mode: task id to create or claim at start"`
+	// Profile is the lease profile used when one-task mode creates the task.
+	Profile string `yaml:"profile" doc:"one-task mode: profile for a newly created task (default: the cluster's)"`
+	// Heartbeat tunes the local lease deadline's safety margin.
+	Heartbeat SidecarHeartbeat `yaml:"heartbeat"`
+	// Writes decides which requests are writes and what reads may do.
+	Writes Writes `yaml:"writes"`
+	// TLS lists hosts the sidecar speaks TLS to on the worker's behalf.
+	TLS TLS `yaml:"tls"`
+	// Connect lists CONNECT tunnel destinations.
+	Connect Connect `yaml:"connect"`
+	// Limits bounds request and response sizes.
+	Limits Limits `yaml:"limits"`
+	// Timeouts bounds upstream calls.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// DrainTimeout is how long in-flight requests may finish on shutdown.
+	DrainTimeout Duration `yaml:"drain_timeout" doc:"time in-flight requests get to finish on shutdown"`
+	// Log configures logging.
+	Log Log `yaml:"log"`
+}
+
+// SidecarHeartbeat sets the margin subtracted from validFor: the local
+// deadline is send time + validFor − max(drift × validFor, margin_floor).
+type SidecarHeartbeat struct {
+	// Drift is the assumed worst clock-rate difference between the sidecar
+	// and the cluster leader, as a fraction (0.01 = 1%).
+	Drift float64 `yaml:"drift" doc:"assumed clock-rate drift bound, as a fraction (0 to 0.1)"`
+	// MarginFloor is the smallest safety margin.
+	MarginFloor Duration `yaml:"margin_floor" doc:"smallest safety margin before the local deadline"`
+}
+
+// Writes configures the write classification of proxied requests.
+type Writes struct {
+	// ReadsWithoutLease is allow or block: whether reads are proxied when
+	// the task has no current lease. Writes are always blocked then.
+	ReadsWithoutLease string `yaml:"reads_without_lease" doc:"allow or block reads while the lease is not current"`
+	// Rules refine the default (GET, HEAD, OPTIONS and TRACE are reads,
+	// every other method is a write). The first rule that matches host,
+	// path prefix and method decides; no match falls back to the default.
+	Rules []WriteRule `yaml:"rules" doc:"write classification rules, first match wins (inline YAML list)"`
+}
+
+// WriteRule marks matching requests as writes or reads.
+type WriteRule struct {
+	// Host matches the request host: exact ("api.example.com",
+	// "api.example.com:8443"), a suffix wildcard ("*.example.com") or "*".
+	Host string `yaml:"host"`
+	// PathPrefix matches the start of the path; empty matches every path.
+	PathPrefix string `yaml:"path_prefix"`
+	// Methods lists upper-case methods; empty matches every method.
+	Methods []string `yaml:"methods"`
+	// Write is the decision. It is required, so a rule never fails open by
+	// omission.
+	Write *bool `yaml:"write"`
+}
+
+// TLS configures TLS origination.
+type TLS struct {
+	// Originate lists hosts the worker calls over plain http:// while the
+	// sidecar speaks TLS upstream, so it can still see and fence writes.
+	Originate []TLSOrigination `yaml:"originate" doc:"hosts to originate TLS to (inline YAML list)"`
+}
+
+// TLSOrigination is one host the sidecar upgrades to TLS.
+type TLSOrigination struct {
+	// Host is the host (optionally host:port) the worker addresses.
+	Host string `yaml:"host"`
+	// ServerName is the SNI and verification name; empty means Host.
+	ServerName string `yaml:"server_name"`
+	// CAFile is a PEM bundle to verify against; empty means system roots.
+	CAFile string `yaml:"ca_file"`
+}
+
+// Connect configures CONNECT tunnels.
+type Connect struct {
+	// Allow lists host:port destinations a CONNECT tunnel may reach. Such
+	// tunnels exist only while the lease is current.
+	Allow []string `yaml:"allow" doc:"host:port destinations allowed for CONNECT tunnels"`
+}
+
+// Limits bounds sizes the proxy accepts.
+type Limits struct {
+	// MaxRequestBody caps a proxied request body.
+	MaxRequestBody ByteSize `yaml:"max_request_body" doc:"largest proxied request body"`
+	// MaxResponseBody caps a proxied response body.
+	MaxResponseBody ByteSize `yaml:"max_response_body" doc:"largest proxied response body"`
+	// MaxHeaderBytes caps request and response headers.
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes" doc:"largest header block"`
+}
+
+// Timeouts bounds upstream calls.
+type Timeouts struct {
+	// Dial bounds connecting to an upstream.
+	Dial Duration `yaml:"dial" doc:"upstream connect timeout"`
+	// Upstream bounds one whole upstream exchange.
+	Upstream Duration `yaml:"upstream" doc:"upstream request timeout"`
+	// Idle closes idle keep-alive connections.
+	Idle Duration `yaml:"idle" doc:"idle keep-alive connection timeout"`
+}
+
+// DefaultSidecar returns the sidecar defaults. Cluster has no default and
+// WorkerID is derived from the host name by Load.
+func DefaultSidecar() *Sidecar {
+	return &Sidecar{
+		ProxyAddr:   "127.0.0.1:7480",
+		ControlAddr: "127.0.0.1:7481",
+		Heartbeat: SidecarHeartbeat{
+			Drift:       0.01,
+			MarginFloor: Duration(200 * time.Millisecond),
+		},
+		Writes: Writes{ReadsWithoutLease: "allow"},
+		Limits: Limits{
+			MaxRequestBody:  10 << 20,
+			MaxResponseBody: 64 << 20,
+			MaxHeaderBytes:  64 << 10,
+		},
+		Timeouts: Timeouts{
+			Dial:     Duration(5 * time.Second),
+			Upstream: Duration(60 * time.Second),
+			Idle:     Duration(90 * time.Second),
+		},
+		DrainTimeout: Duration(30 * time.Second),
+		Log:          defaultLog(),
+	}
+}
+
+// Role returns RoleSidecar.
+func (s *Sidecar) Role() Role { return RoleSidecar }
+
+// fill derives worker_id.
+func (s *Sidecar) fill() {
+	if s.WorkerID == "" {
+		s.WorkerID = hostID()
+	}
+}
+
+// Validate checks every rule that does not depend on the host.
+func (s *Sidecar) Validate() error {
+	var p problems
+	if len(s.Cluster) == 0 {
+		p.invalid("cluster", "must list at least one cluster endpoint (host:port)")
+	}
+	for i, ep := range s.Cluster {
+		checkEndpoint(&p, indexKey("cluster", i), ep)
+	}
+	checkName(&p, "worker_id", s.WorkerID)
+	checkLoopbackAddr(&p, "proxy_addr", s.ProxyAddr)
+	checkLoopbackAddr(&p, "control_addr", s.ControlAddr)
+	if s.ProxyAddr == s.ControlAddr && !strings.HasSuffix(s.ProxyAddr, ":0") {
+		p.invalid("control_addr", "must differ from proxy_addr (both %q)", s.ProxyAddr)
+	}
+	if strings.ContainsFunc(s.Task, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		p.invalid("task", "must not contain spaces or control characters (got %q)", s.Task)
+	}
+	if s.Profile != "" {
+		if s.Task == "" {
+			p.invalid("profile", "is only used in one-task mode; set task too")
+		}
+		if !validProfileName(s.Profile) {
+			p.invalid("profile", "must be a profile name of a-z, 0-9, '_' and '-' (got %q)", s.Profile)
+		}
+	}
+	if d := s.Heartbeat.Drift; d < 0 || d > 0.1 {
+		p.invalid("heartbeat.drift", "must be between 0 and 0.1 (got %g)", d)
+	}
+	if s.Heartbeat.MarginFloor < 0 {
+		p.invalid("heartbeat.margin_floor", "must be >= 0 (got %s)", s.Heartbeat.MarginFloor)
+	}
+	s.Writes.validate(&p)
+	s.TLS.validate(&p)
+	for i, a := range s.Connect.Allow {
+		key := indexKey("connect.allow", i)
+		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {
+			p.invalid(key, "must name a host and a non-zero port (got %q)", a)
+		}
+	}
+	for _, l := range []struct {
+		key string
+		v   ByteSize
+	}{
+		{"limits.max_request_body", s.Limits.MaxRequestBody},
+		{"limits.max_response_body", s.Limits.MaxResponseBody},
+		{"limits.max_header_bytes", s.Limits.MaxHeaderBytes},
+	} {
+		if l.v <= 0 {
+			p.invalid(l.key, "must be > 0 (got %s)", l.v)
+		}
+	}
+	checkPositive(&p, "timeouts.dial", s.Timeouts.Dial)
+	checkPositive(&p, "timeouts.upstream", s.Timeouts.Upstream)
+	checkPositive(&p, "timeouts.idle", s.Timeouts.Idle)
+	if s.DrainTimeout < 0 {
+		p.invalid("drain_timeout", "must be >= 0 (got %s)", s.DrainTimeout)
+	}
+	s.Log.validate(&p)
+	return p.err()
+}
+
+// validate checks the read policy and every rule.
+func (w Writes) validate(p *problems) {
+	if w.ReadsWithoutLease != "allow" && w.ReadsWithoutLease != "block" {
+		p.invalid("writes.reads_without_lease", "must be allow or block (got %q)", w.ReadsWithoutLease)
+	}
+	for i, r := range w.Rules {
+		key := indexKey("writes.rules", i)
+		checkHostPattern(p, key+".host", r.Host)
+		if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+			p.invalid(key+".path_prefix", "must start with / (got %q)", r.PathPrefix)
+		}
+		for j, m := range r.Methods {
+			if m == "" || strings.ToUpper(m) != m || strings.ContainsFunc(m, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+				p.invalid(indexKey(key+".methods", j), "must be an upper-case HTTP method such as POST (got %q)", m)
+			}
+		}
+		if r.Write == nil {
+			p.invalid(key+".write", "must be set to true or false")
+		}
+	}
+}
+
+// validate checks each TLS origination entry.
+func (t TLS) validate(p *problems) {
+	seen := map[string]bool{}
+	for i, o := range t.Originate {
+		key := indexKey("tls.originate", i)
+		checkHostPattern(p, key+".host", o.Host)
+		if seen[o.Host] {
+			p.invalid(key+".host", "%q is listed twice", o.Host)
+		}
+		seen[o.Host] = true
+	}
+}
+
+// checkHostPattern checks a host match: "*", "*.example.com", "example.com"
+// or "example.com:8443"; never a URL.
+func checkHostPattern(p *problems, key, h string) {
+	switch {
+	case h == "":
+		p.invalid(key, "must not be empty (use \"*\" for every host)")
+	case strings.Contains(h, "/") || strings.ContainsFunc(h, func(r rune) bool { return r <= ' ' }):
+		p.invalid(key, "must be a host name such as api.example.com, not a URL (got %q)", h)
+	case h != "*" && strings.Contains(strings.TrimPrefix(h, "*."), "*"):
+		p.invalid(key, "may only use a wildcard as a leading \"*.\" (got %q)", h)
+	}
+}
+
+// CheckRuntime checks that both ports are free and CA files are readable.
+func (s *Sidecar) CheckRuntime() error {
+	var p problems
+	checkPortFree(&p, "proxy_addr", s.ProxyAddr)
+	checkPortFree(&p, "control_addr", s.ControlAddr)
+	for i, o := range s.TLS.Originate {
+		checkReadable(&p, indexKey("tls.originate", i)+".ca_file", o.CAFile)
+	}
+	return p.err()
+}
