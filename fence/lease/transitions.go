@@ -86,9 +86,10 @@ func (m *Model) acquire(index uint64, c *Command) Result {
 		if l.SessionID == s.ID && l.Status == StatusActive {
 			return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 		}
-		if l.Status == StatusActive || l.Status == StatusSuspectDead {
+		if l.Status == StatusActive {
 			return Result{Err: ErrLeaseHeld, Task: t.clone()}
 		}
+		// suspect_dead or expired: not through the resume guard yet.
 		return Result{Err: ErrNotClaimable, Task: t.clone()}
 	}
 	m.grant(index, t, s, c)
