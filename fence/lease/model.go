@@ -317,6 +317,8 @@ func (m *Model) Counts() (tasks map[TaskState]int, sessions int) {
 	return tasks, len(m.sessions)
 }
 
+// clone returns a deep copy: callers may keep and modify it (the HTTP layer
+// does) without touching replicated state.
 func (t *Task) clone() *Task {
 	c := *t
 	c.qidx = 0
@@ -325,8 +327,12 @@ func (t *Task) clone() *Task {
 		c.Lease = &l
 	}
 	c.History = append([]Lease(nil), t.History...)
+	c.Payload = cloneBytes(t.Payload)
+	c.Signal = cloneBytes(t.Signal)
+	c.Result = cloneBytes(t.Result)
 	if t.Checkpoint != nil {
 		cp := *t.Checkpoint
+		cp.Data = cloneBytes(cp.Data)
 		c.Checkpoint = &cp
 	}
 	if t.Journal != nil {
@@ -340,7 +346,21 @@ func (t *Task) clone() *Task {
 
 func (e *Effect) clone() *Effect {
 	c := *e
+	c.Body = cloneBytes(e.Body)
+	if e.Header != nil {
+		c.Header = make(map[string][]string, len(e.Header))
+		for k, v := range e.Header {
+			c.Header[k] = append([]string(nil), v...)
+		}
+	}
 	return &c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
 }
 
 func (t *Task) leaseWithEpoch(epoch uint64) *Lease {
