@@ -1,0 +1,249 @@
+package netfault
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var build struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// ModuleRoot finds the directory of the fencepost module's go.mod by
+// walking up from the working directory.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(b, []byte("module github.com/fencepost/fencepost\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("netfault: go.mod of github.com/fencepost/fencepost not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Binary builds the fencepost binary (./cmd/fencepost) with `go build`
+// once per test binary and returns its path. Later calls return the same
+// path (or the same error). Call RemoveBinary from TestMain to delete it.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	build.once.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			build.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "fencepost-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.dir = dir
+		out := filepath.Join(dir, "fencepost")
+		cmd := exec.Command("go", "build", "-o", out, "./cmd/fencepost")
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("netfault: go build ./cmd/fencepost: %v\n%s", err, msg)
+			return
+		}
+		build.path = out
+	})
+	if build.err != nil {
+		tb.Fatal(build.err)
+	}
+	return build.path
+}
+
+// RemoveBinary deletes the directory Binary built into, if any.
+func RemoveBinary() {
+	if build.dir != "" {
+		_ = os.RemoveAll(build.dir)
+	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for child processes that must be told their address up front.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// ProcConfig describes a child process.
+type ProcConfig struct {
+	// Name labels the process in logs; default the binary's base name.
+	Name string
+	// Binary is the executable; default Binary(tb).
+	Binary string
+	// Args are the arguments after the program name.
+	Args []string
+	// Env is added to the test's environment.
+	Env []string
+	// LogPath receives stdout and stderr; default <tb.TempDir()>/<Name>.log.
+	LogPath string
+}
+
+// Process is a child process started by Start. It is stopped (SIGKILL, by
+// its PID) when the test ends if it is still running.
+type Process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	done    chan struct{}
+	waitErr error
+}
+
+// Start starts a child process with its output captured to a log file.
+func Start(tb testing.TB, cfg ProcConfig) (*Process, error) {
+	tb.Helper()
+	if cfg.Binary == "" {
+		cfg.Binary = Binary(tb)
+	}
+	if cfg.Name == "" {
+		cfg.Name = filepath.Base(cfg.Binary)
+	}
+	if cfg.LogPath == "" {
+		cfg.LogPath = filepath.Join(tb.TempDir(), cfg.Name+".log")
+	}
+	f, err := os.Create(cfg.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(cfg.Binary, cfg.Args...)
+	cmd.Env = append(os.Environ(), cfg.Env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("netfault: start %s: %w", cfg.Name, err)
+	}
+	p := &Process{name: cfg.Name, cmd: cmd, logPath: cfg.LogPath, logFile: f, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		_ = f.Close()
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		if p.Running() {
+			_ = p.Kill()
+		}
+	})
+	return p, nil
+}
+
+// Name is the process's label.
+func (p *Process) Name() string { return p.name }
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// LogPath is the file holding the process's output.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Logs returns the process's output so far.
+func (p *Process) Logs() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Tail returns the last n lines of the process's output.
+func (p *Process) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Exited is closed once the process has exited and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ExitErr is the process's exit error once it has exited (nil for status
+// 0, and while it is running).
+func (p *Process) ExitErr() error {
+	select {
+	case <-p.done:
+		return p.waitErr
+	default:
+		return nil
+	}
+}
+
+// signal sends sig to the process by its PID.
+func (p *Process) signal(sig syscall.Signal) error {
+	if !p.Running() {
+		return fmt.Errorf("netfault: %s (pid %d) already exited", p.name, p.PID())
+	}
+	return syscall.Kill(p.PID(), sig)
+}
+
+// Pause stops the process with SIGSTOP; it keeps its sockets but runs no
+// code until Resume.
+func (p *Process) Pause() error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (p *Process) Resume() error { return p.signal(syscall.SIGCONT) }
+
+// Stop asks the process to exit with SIGTERM (resuming it first, in case
+// it is paused), waits up to timeout, then kills it with SIGKILL.
+func (p *Process) Stop(timeout time.Duration) error {
+	if !p.Running() {
+		return nil
+	}
+	_ = p.signal(syscall.SIGCONT)
+	_ = p.signal(syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+		_ = p.Kill()
+		return fmt.Errorf("netfault: %s (pid %d) ignored SIGTERM for %v; killed", p.name, p.PID(), timeout)
+	}
+}
+
+// Kill kills the process with SIGKILL and waits until it is reaped.
+func (p *Process) Kill() error {
+	if !p.Running() {
+		return nil
+	}
+	err := p.signal(syscall.SIGKILL)
+	<-p.done
+	return err
+}
