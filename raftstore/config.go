@@ -1,0 +1,263 @@
+package raftstore
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Profile sets the lease TTL and the heartbeat interval of a class of tasks
+// (DESIGN.md 7).
+type Profile struct {
+	// TTL is how long a lease lives without a heartbeat.
+	TTL time.Duration
+	// Heartbeat is the interval the sidecar is told to heartbeat at; at most TTL/3.
+	Heartbeat time.Duration
+}
+
+// Defaults applied by Config.withDefaults to zero fields.
+const (
+	DefaultElectionTimeout    = 300 * time.Millisecond
+	DefaultHeartbeatTimeout   = 100 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 100 * time.Millisecond
+	DefaultCommitTimeout      = 20 * time.Millisecond
+	DefaultSnapshotInterval   = 30 * time.Second
+	DefaultSnapshotThreshold  = 8192
+	DefaultTrailingLogs       = 10240
+	DefaultGrace              = 5 * time.Second
+	DefaultMinTTL             = time.Second
+	DefaultMaxTTL             = 10 * time.Minute
+	DefaultCheckpointMaxBytes = 1 << 20
+	DefaultMaxTaskIDBytes     = 256
+	DefaultMaxPayloadBytes    = 1 << 20
+	DefaultMaxWait            = 7 * 24 * time.Hour
+	DefaultApplyTimeout       = 5 * time.Second
+	DefaultProposalsPerTick   = 256
+	DefaultProfileName        = "short"
+)
+
+// DefaultProfiles are the seed's profiles: short {21s, 7s}, workflow {45s, 15s}.
+func DefaultProfiles() map[string]Profile {
+	return map[string]Profile{
+		"short":    {TTL: 21 * time.Second, Heartbeat: 7 * time.Second},
+		"workflow": {TTL: 45 * time.Second, Heartbeat: 15 * time.Second},
+	}
+}
+
+// Config configures a Store. The zero value of every field but NodeID,
+// DataDir and RaftAddr is a usable default; Validate reports what is wrong,
+// naming the field.
+type Config struct {
+	// NodeID is this node's raft server id; unique and stable across restarts.
+	NodeID string
+	// DataDir holds raft.db (log + stable store) and snapshots/.
+	DataDir string
+	// RaftAddr is the raft TCP bind address ("127.0.0.1:0" picks a port).
+	RaftAddr string
+	// RaftAdvertise is the raft address other nodes dial; empty means the
+	// bound address (which must then not be a wildcard).
+	RaftAdvertise string
+	// HTTPAddr is this node's API address as others should use it when they
+	// forward to it; it is replicated so followers can name the leader's.
+	HTTPAddr string
+	// Bootstrap makes this node form a one-node cluster when its data dir
+	// holds no raft state. Others join through Join on the leader.
+	Bootstrap bool
+
+	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and CommitTimeout
+	// are raft's (see raft.Config). A deposed leader steps down after
+	// LeaderLeaseTimeout without a quorum, which bounds how long a partitioned
+	// leader can answer anything.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotInterval, SnapshotThreshold and TrailingLogs are raft's
+	// snapshot policy.
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+
+	// Profiles maps profile names to TTL and heartbeat interval;
+	// DefaultProfile is used when a request names none.
+	Profiles       map[string]Profile
+	DefaultProfile string
+	// Grace is how long a suspect_dead lease may still be revived by its
+	// holder's heartbeat before it expires.
+	Grace time.Duration
+	// MinTTL and MaxTTL bound every profile's TTL.
+	MinTTL time.Duration
+	MaxTTL time.Duration
+	// SessionIdle closes sessions that sent no heartbeat for this long
+	// (default 3 × the largest TTL), so the model does not grow forever.
+	SessionIdle time.Duration
+
+	// CheckpointMaxBytes bounds checkpoint data; MaxTaskIDBytes task ids;
+	// MaxPayloadBytes task payloads, signal payloads, release results and
+	// journaled outcome bodies.
+	CheckpointMaxBytes int
+	MaxTaskIDBytes     int
+	MaxPayloadBytes    int
+	// MaxWait bounds a wait request's timeout.
+	MaxWait time.Duration
+
+	// ApplyTimeout bounds a proposal when the caller's context has no deadline.
+	ApplyTimeout time.Duration
+	// ProposalsPerTick rate-limits the expiry loop's proposals (suspect,
+	// expire, reclaim, signal, close) per tick, so an expiry storm after a
+	// long outage does not starve client proposals.
+	ProposalsPerTick int
+
+	// SigningKey, when set, signs fencing tokens; its public key is
+	// replicated and served by Keys. When nil the first leader generates a
+	// key and replicates it through raft.
+	SigningKey ed25519.PrivateKey
+
+	// Registerer receives the store's Prometheus metrics; nil registers
+	// nothing (Metrics still returns a gatherer of them).
+	Registerer prometheus.Registerer
+	// Logger receives the store's and raft's logs; nil discards them.
+	Logger *zap.Logger
+	// Clock is the lessor's time source; nil is the real clock.
+	Clock Clock
+
+	// transportWrap lets tests wrap the raft transport (partitions).
+	transportWrap func(raft.Transport) raft.Transport
+}
+
+// withDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	setD := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setD(&c.ElectionTimeout, DefaultElectionTimeout)
+	setD(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	setD(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	setD(&c.CommitTimeout, DefaultCommitTimeout)
+	setD(&c.SnapshotInterval, DefaultSnapshotInterval)
+	setD(&c.Grace, DefaultGrace)
+	setD(&c.MinTTL, DefaultMinTTL)
+	setD(&c.MaxTTL, DefaultMaxTTL)
+	setD(&c.MaxWait, DefaultMaxWait)
+	setD(&c.ApplyTimeout, DefaultApplyTimeout)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
+	}
+	if len(c.Profiles) == 0 {
+		c.Profiles = DefaultProfiles()
+	}
+	if c.DefaultProfile == "" {
+		c.DefaultProfile = DefaultProfileName
+		if _, ok := c.Profiles[c.DefaultProfile]; !ok && len(c.Profiles) == 1 {
+			for name := range c.Profiles {
+				c.DefaultProfile = name
+			}
+		}
+	}
+	if c.SessionIdle == 0 {
+		c.SessionIdle = 3 * c.maxProfileTTL()
+	}
+	if c.CheckpointMaxBytes == 0 {
+		c.CheckpointMaxBytes = DefaultCheckpointMaxBytes
+	}
+	if c.MaxTaskIDBytes == 0 {
+		c.MaxTaskIDBytes = DefaultMaxTaskIDBytes
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.ProposalsPerTick == 0 {
+		c.ProposalsPerTick = DefaultProposalsPerTick
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	return c
+}
+
+func (c Config) maxProfileTTL() time.Duration {
+	var m time.Duration
+	for _, p := range c.Profiles {
+		m = max(m, p.TTL)
+	}
+	return m
+}
+
+func (c Config) minProfileTTL() time.Duration {
+	var m time.Duration
+	for _, p := range c.Profiles {
+		if m == 0 || p.TTL < m {
+			m = p.TTL
+		}
+	}
+	return m
+}
+
+// Validate reports the first problem with the configuration (after
+// defaults), naming the field and the rule. Open calls it.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	switch {
+	case c.NodeID == "":
+		return bad("NodeID is required")
+	case c.DataDir == "":
+		return bad("DataDir is required")
+	case c.RaftAddr == "":
+		return bad("RaftAddr is required")
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout %s must be at least 5ms", c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return bad("ElectionTimeout %s must be at least HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout %s must be within [5ms, HeartbeatTimeout %s]", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.CommitTimeout < time.Millisecond:
+		return bad("CommitTimeout %s must be at least 1ms", c.CommitTimeout)
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval %s must be at least 5ms", c.SnapshotInterval)
+	case c.Grace <= 0:
+		return bad("Grace must be positive")
+	case c.MinTTL <= 0 || c.MaxTTL < c.MinTTL:
+		return bad("MinTTL %s and MaxTTL %s must satisfy 0 < MinTTL <= MaxTTL", c.MinTTL, c.MaxTTL)
+	case c.SessionIdle <= 0:
+		return bad("SessionIdle must be positive")
+	case c.CheckpointMaxBytes < 0 || c.MaxTaskIDBytes < 0 || c.MaxPayloadBytes < 0:
+		return bad("size limits must not be negative")
+	case c.MaxWait <= 0 || c.ApplyTimeout <= 0 || c.ProposalsPerTick < 0:
+		return bad("MaxWait, ApplyTimeout and ProposalsPerTick must be positive")
+	case c.SigningKey != nil && len(c.SigningKey) != ed25519.PrivateKeySize:
+		return bad("SigningKey must be an Ed25519 private key of %d bytes", ed25519.PrivateKeySize)
+	}
+	if _, ok := c.Profiles[c.DefaultProfile]; !ok {
+		return bad("DefaultProfile %q is not in Profiles", c.DefaultProfile)
+	}
+	minTTL := c.ElectionTimeout * 3 / 2
+	for name, p := range c.Profiles {
+		if name == "" || !validID(name, 64) {
+			return bad("Profiles: name %q is not a valid id", name)
+		}
+		switch {
+		case p.TTL < c.MinTTL || p.TTL > c.MaxTTL:
+			return bad("Profiles[%s].TTL %s must be within [MinTTL %s, MaxTTL %s]", name, p.TTL, c.MinTTL, c.MaxTTL)
+		case p.TTL < minTTL:
+			return bad("Profiles[%s].TTL %s must be at least 1.5 × ElectionTimeout (%s)", name, p.TTL, minTTL)
+		case p.Heartbeat <= 0 || p.Heartbeat > p.TTL/3:
+			return bad("Profiles[%s].Heartbeat %s must be positive and at most TTL/3 (%s)", name, p.Heartbeat, p.TTL/3)
+		}
+	}
+	return nil
+}

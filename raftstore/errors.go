@@ -1,0 +1,33 @@
+package raftstore
+
+import "errors"
+
+// Sentinel errors of the store. Every error a Store method returns either is
+// one of these, wraps one of these, or wraps a lease model error (test with
+// errors.Is(err, lease.ErrStaleEpoch) and friends). The HTTP layer maps each
+// sentinel to one status code and problem type.
+var (
+	// ErrNotLeader reports a mutation or linearizable read sent to a node that
+	// is not the leader; the caller forwards it to LeaderHTTP().
+	ErrNotLeader = errors.New("raftstore: not the leader")
+	// ErrNoLeader reports that no leader is known (an election is running) or
+	// that the leader has not finished taking office; retry shortly.
+	ErrNoLeader = errors.New("raftstore: no leader")
+	// ErrInvalidArgument reports input the store refuses before proposing it
+	// (bad ids, bad UTF-8, out-of-range durations, unknown outcomes, ...).
+	ErrInvalidArgument = errors.New("raftstore: invalid argument")
+	// ErrUnknownProfile reports a task profile the configuration does not define.
+	ErrUnknownProfile = errors.New("raftstore: unknown profile")
+	// ErrTooLarge reports a payload, checkpoint or journal body over its bound.
+	ErrTooLarge = errors.New("raftstore: too large")
+	// ErrTimeout reports a proposal whose outcome is unknown (the leader was
+	// lost mid-commit, or the deadline passed). Retry with the same request
+	// id: the model de-duplicates, so the retry has its effect at most once.
+	ErrTimeout = errors.New("raftstore: timeout, outcome unknown")
+	// ErrShutdown reports a store that is closed or closing.
+	ErrShutdown = errors.New("raftstore: shut down")
+	// ErrNotReady reports a node that has not caught up with the leader yet.
+	ErrNotReady = errors.New("raftstore: not ready")
+	// ErrConfig reports an invalid Config; the message names the field.
+	ErrConfig = errors.New("raftstore: invalid config")
+)

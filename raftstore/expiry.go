@@ -1,0 +1,128 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/lease"
+	"go.uber.org/zap"
+)
+
+// tickInterval is how often the leader looks for overdue leases: a tenth
+// of the shortest TTL, within [10ms, 1s], so a lease is suspected at most
+// ~10% of its TTL late.
+func (s *Store) tickInterval() time.Duration {
+	return min(max(s.cfg.minProfileTTL()/10, 10*time.Millisecond), time.Second)
+}
+
+// runExpiry is the leader's expiry loop (etcd's revokeExpiredLeases shape):
+// each tick the lessor plans at most ProposalsPerTick proposals from the
+// committed state and its in-memory deadlines; they are proposed together
+// (raft pipelines them) and the tick waits for all of them, so the next
+// plan sees their effect and nothing is proposed twice.
+func (s *Store) runExpiry(ctx context.Context) {
+	t := time.NewTicker(s.tickInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.expireOnce(ctx)
+	}
+}
+
+// expiryState collects what the lessor needs from the model.
+func (s *Store) expiryState(now time.Time) expiryInput {
+	in := expiryInput{IntentsUntil: map[string]time.Time{}, Waiting: map[string]uint64{}}
+	s.fsm.read(func(m *lease.Model) {
+		in.Leases = m.LiveLeases()
+		for _, ls := range in.Leases {
+			if ls.Status != lease.StatusExpired {
+				continue
+			}
+			t, ok := m.Task(ls.TaskID)
+			if !ok {
+				continue
+			}
+			for _, e := range t.Journal {
+				if e.State == lease.EffectIntent && e.Epoch == ls.Epoch && e.Deadline.After(in.IntentsUntil[ls.TaskID]) {
+					in.IntentsUntil[ls.TaskID] = e.Deadline
+				}
+			}
+		}
+		for _, id := range m.WaitingDue(now) {
+			if t, ok := m.Task(id); ok && t.Lease != nil {
+				in.Waiting[id] = t.Lease.Epoch
+			}
+		}
+		for _, ss := range m.Sessions() {
+			in.Sessions = append(in.Sessions, ss.ID)
+		}
+	})
+	return in
+}
+
+// expireOnce runs one tick; it returns the number of proposals made.
+func (s *Store) expireOnce(ctx context.Context) int {
+	cmds := s.lessor.plan(s.expiryState(s.clock.Now()), s.cfg.ProposalsPerTick)
+	if len(cmds) == 0 {
+		return 0
+	}
+	var wg sync.WaitGroup
+	for i := range cmds {
+		wg.Add(1)
+		go func(c *lease.Command) {
+			defer wg.Done()
+			res, err := s.propose(ctx, c)
+			if err != nil {
+				if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) && ctx.Err() == nil {
+					s.log.Warn("expiry proposal failed", zap.String("op", c.Op.String()), zap.Error(err))
+				}
+				return
+			}
+			s.observeExpiry(c, res)
+		}(&cmds[i])
+	}
+	wg.Wait()
+	return len(cmds)
+}
+
+// observeExpiry logs and counts what a leader-driven transition did.
+func (s *Store) observeExpiry(c *lease.Command, res lease.Result) {
+	if res.Err != nil {
+		// Lost a race (the holder heartbeated, released, ...): harmless.
+		s.log.Debug("expiry proposal was a no-op", zap.String("op", c.Op.String()),
+			zap.String("task", c.TaskID), zap.Error(res.Err))
+		return
+	}
+	switch c.Op {
+	case lease.OpSuspect:
+		s.m.suspected.Inc()
+	case lease.OpExpire:
+		s.m.expired.Inc()
+	case lease.OpReclaim:
+		s.m.reclaimed.Inc()
+		s.m.inDoubt.Add(float64(len(res.InDoubt)))
+	case lease.OpSignal:
+		s.observeSignal(c, res)
+	case lease.OpCloseSession:
+		s.lessor.forgetSession(c.SessionID)
+		s.m.sessionsClosed.Inc()
+	}
+	s.log.Info("lease transition", zap.String("op", c.Op.String()), zap.String("task", c.TaskID),
+		zap.String("session", c.SessionID), zap.Uint64("epoch", c.Epoch))
+}
+
+// observeSignal records how long a task sat in paused_waiting_external.
+func (s *Store) observeSignal(c *lease.Command, res lease.Result) {
+	if res.Err != nil || res.Duplicate || res.Task == nil || res.Task.Lease == nil {
+		return
+	}
+	if l := res.Task.Lease; l.Status == lease.StatusPausedWaiting && !l.StatusAt.IsZero() {
+		s.m.pausedSeconds.Observe(c.Time.Sub(l.StatusAt).Seconds())
+	}
+}

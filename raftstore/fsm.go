@@ -1,0 +1,251 @@
+package raftstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+)
+
+// entryType is the first byte of every raft log entry this store writes;
+// the rest is the JSON body of that type (Consul's layout). Values are
+// written to disk: append only, never renumber.
+type entryType uint8
+
+const (
+	// entryCommand carries a lease.Command for the model.
+	entryCommand entryType = 1
+	// entryNode records (or, with Remove, forgets) a member's HTTP address.
+	entryNode entryType = 2
+	// entryKey adds a token signing key and makes it the current one.
+	entryKey entryType = 3
+
+	// ignorableFlag marks an entry type that nodes which do not know it may
+	// skip. New optional entry types set it, so a rolling upgrade does not
+	// stop old replicas; unknown types without it stop the node instead of
+	// letting replicas diverge.
+	ignorableFlag entryType = 0x80
+)
+
+// nodeMeta is cluster metadata kept beside the model: how to reach a
+// member's HTTP API, so a follower can name the leader's address.
+type nodeMeta struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr,omitempty"`
+	HTTPAddr string `json:"httpAddr,omitempty"`
+	Remove   bool   `json:"remove,omitempty"`
+}
+
+// signingKey is a replicated token signing key. Priv is empty for a key the
+// operator configured (its private half stays in that node's config).
+type signingKey struct {
+	ID   string             `json:"id"`
+	Pub  ed25519.PublicKey  `json:"pub"`
+	Priv ed25519.PrivateKey `json:"priv,omitempty"`
+}
+
+// entryHandler applies one decoded entry body at a raft index and returns
+// the apply response. A body that does not decode panics: every replica
+// would fail the same way, and continuing would diverge.
+type entryHandler func(f *fsm, index uint64, body []byte) any
+
+// entryHandlers is the registration table of known entry types.
+var entryHandlers = map[entryType]entryHandler{
+	entryCommand: applyCommand,
+	entryNode:    applyNode,
+	entryKey:     applyKey,
+}
+
+// encodeEntry builds a log entry: the type byte followed by JSON.
+func encodeEntry(t entryType, body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: encode entry %d: %w", t, err)
+	}
+	out := make([]byte, 0, len(b)+1)
+	out = append(out, byte(t))
+	return append(out, b...), nil
+}
+
+// fsm is raft's state machine: a thin shell over lease.Model plus the
+// cluster metadata. Apply holds the write lock; reads take the read lock.
+type fsm struct {
+	mu    sync.RWMutex
+	model *lease.Model
+	nodes map[string]nodeMeta
+	keys  []signingKey // in the order added; the last is current
+
+	applied indexWaiter
+	log     *zap.Logger
+}
+
+func newFSM(log *zap.Logger) *fsm {
+	return &fsm{model: lease.New(), nodes: map[string]nodeMeta{}, log: log, applied: newIndexWaiter()}
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	defer f.applied.advance(l.Index)
+	if len(l.Data) == 0 {
+		panic(fmt.Sprintf("raftstore: empty log entry at index %d", l.Index))
+	}
+	t := entryType(l.Data[0])
+	h, ok := entryHandlers[t]
+	if !ok {
+		if t&ignorableFlag != 0 {
+			f.log.Warn("skipping unknown ignorable log entry", zap.Uint8("type", uint8(t)), zap.Uint64("index", l.Index))
+			return nil
+		}
+		panic(fmt.Sprintf("raftstore: unknown log entry type %d at index %d", t, l.Index))
+	}
+	return h(f, l.Index, l.Data[1:])
+}
+
+func mustDecode(index uint64, body []byte, v any) {
+	if err := json.Unmarshal(body, v); err != nil {
+		panic(fmt.Sprintf("raftstore: undecodable log entry at index %d: %v", index, err))
+	}
+}
+
+// applyCommand returns the lease.Result itself as the apply response, so
+// the proposer gets the model's answer (Consul returns the FSM's error the
+// same way).
+func applyCommand(f *fsm, index uint64, body []byte) any {
+	var c lease.Command
+	mustDecode(index, body, &c)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.model.Apply(index, &c)
+}
+
+func applyNode(f *fsm, index uint64, body []byte) any {
+	var n nodeMeta
+	mustDecode(index, body, &n)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n.Remove {
+		delete(f.nodes, n.ID)
+	} else {
+		f.nodes[n.ID] = n
+	}
+	return nil
+}
+
+func applyKey(f *fsm, index uint64, body []byte) any {
+	var k signingKey
+	mustDecode(index, body, &k)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, have := range f.keys {
+		if have.ID == k.ID {
+			// Re-adding a known key makes it current again.
+			f.keys = append(append(f.keys[:i:i], f.keys[i+1:]...), k)
+			return nil
+		}
+	}
+	f.keys = append(f.keys, k)
+	return nil
+}
+
+// StoreConfiguration implements raft.ConfigurationStore. The FSM keeps no
+// configuration, but it counts the index as applied: linearizable reads
+// wait for the FSM to reach the commit index, and configuration entries
+// would otherwise leave it one short forever.
+func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+	f.applied.advance(index)
+}
+
+// read runs fn with the model under the read lock.
+func (f *fsm) read(fn func(m *lease.Model)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.model)
+}
+
+func (f *fsm) node(id string) (nodeMeta, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.nodes[id]
+	return n, ok
+}
+
+func (f *fsm) currentKey() (signingKey, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if len(f.keys) == 0 {
+		return signingKey{}, false
+	}
+	return f.keys[len(f.keys)-1], true
+}
+
+func (f *fsm) allKeys() []signingKey {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return append([]signingKey(nil), f.keys...)
+}
+
+// indexWaiter lets readers wait until the FSM has applied an index.
+type indexWaiter struct {
+	mu      sync.Mutex
+	index   uint64
+	waiters map[chan struct{}]uint64
+}
+
+func newIndexWaiter() indexWaiter {
+	return indexWaiter{waiters: map[chan struct{}]uint64{}}
+}
+
+func (w *indexWaiter) advance(index uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if index <= w.index {
+		return
+	}
+	w.index = index
+	for ch, want := range w.waiters {
+		if want <= index {
+			close(ch)
+			delete(w.waiters, ch)
+		}
+	}
+}
+
+func (w *indexWaiter) get() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.index
+}
+
+// set replaces the index (after a snapshot restore, which may move it).
+func (w *indexWaiter) set(index uint64) {
+	w.mu.Lock()
+	w.index = 0
+	w.mu.Unlock()
+	w.advance(index)
+}
+
+// wait blocks until index is applied or ctx ends.
+func (w *indexWaiter) wait(ctx context.Context, index uint64) error {
+	w.mu.Lock()
+	if w.index >= index {
+		w.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	w.waiters[ch] = index
+	w.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		delete(w.waiters, ch)
+		w.mu.Unlock()
+		return ctx.Err()
+	}
+}

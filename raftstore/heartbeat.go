@@ -1,0 +1,182 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
+	"go.uber.org/zap"
+)
+
+// Heartbeat renews a session and every lease held through it (DESIGN.md 4).
+// The renewal is recorded in the leader's memory at arrival; the reply is
+// sent only after a VerifyLeader round begun after arrival confirmed this
+// node still leads, so a deposed leader can extend nothing. ValidForMs is
+// the TTL, measured from arrival: the sidecar's deadline is its send time
+// + validFor − margin, which is never later than the leader's.
+//
+// A suspect_dead lease of the session is revived (same epoch) and reported
+// SignalRevived. Every lease the request names that is no longer this
+// session's live lease is reported lost, revoked or waiting; one that
+// another session now holds raises the double-execution alarm.
+func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	if len(req.Leases) > maxHeldLeases {
+		return api.HeartbeatResponse{}, tooLarge("leases", len(req.Leases), maxHeldLeases)
+	}
+	for _, h := range req.Leases {
+		if err := s.checkTaskID(h.TaskID); err != nil {
+			return api.HeartbeatResponse{}, err
+		}
+	}
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	if err := s.waitOffice(ctx); err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	recv := s.clock.Now()
+	held, ok := s.sessionLeases(sessionID)
+	if !ok {
+		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
+	}
+	renewed := s.lessor.renew(recv, sessionID, held)
+	if err := s.verify.wait(ctx); err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	resp, err := s.heartbeatReply(ctx, sessionID, req)
+	if err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	s.m.heartbeats.Inc()
+	s.m.renewals.Add(float64(renewed))
+	s.m.heartbeatLatency.Observe(s.clock.Now().Sub(recv).Seconds())
+	return resp, nil
+}
+
+func (s *Store) sessionLeases(sessionID string) ([]lease.Lease, bool) {
+	var (
+		held []lease.Lease
+		ok   bool
+	)
+	s.fsm.read(func(m *lease.Model) {
+		if _, ok = m.Session(sessionID); ok {
+			held = m.SessionLeases(sessionID)
+		}
+	})
+	return held, ok
+}
+
+// heartbeatReply builds the per-lease answer from the state after the
+// verify round, reviving suspect leases on the way.
+func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	held, ok := s.sessionLeases(sessionID)
+	if !ok {
+		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
+	}
+	var (
+		resp   = api.HeartbeatResponse{Leases: []api.LeaseState{}}
+		minTTL time.Duration
+		seen   = map[leaseKey]bool{}
+	)
+	for _, l := range held {
+		seen[leaseKey{l.TaskID, l.Epoch}] = true
+		st := api.LeaseState{TaskID: l.TaskID, Epoch: l.Epoch, Status: l.Status}
+		switch l.Status {
+		case lease.StatusActive:
+			st.ValidForMs = l.TTL.Milliseconds()
+		case lease.StatusSuspectDead:
+			revived, err := s.revive(ctx, sessionID, l)
+			if err != nil {
+				return api.HeartbeatResponse{}, err
+			}
+			if revived {
+				st.Status, st.Signal, st.ValidForMs = lease.StatusActive, api.SignalRevived, l.TTL.Milliseconds()
+			} else {
+				st.Signal = api.SignalLost
+			}
+		default: // expired: waiting for the resume guard, never coming back
+			st.Signal = api.SignalLost
+			st.Reason = "lease expired"
+		}
+		if st.ValidForMs > 0 && (minTTL == 0 || l.TTL < minTTL) {
+			minTTL = l.TTL
+		}
+		resp.Leases = append(resp.Leases, st)
+	}
+	for _, h := range req.Leases {
+		if seen[leaseKey{h.TaskID, h.Epoch}] {
+			continue
+		}
+		seen[leaseKey{h.TaskID, h.Epoch}] = true
+		resp.Leases = append(resp.Leases, s.namedLeaseState(sessionID, h))
+	}
+	if minTTL == 0 {
+		_, p, _ := s.profile("")
+		minTTL = p.TTL
+	}
+	resp.ValidForMs = minTTL.Milliseconds()
+	return resp, nil
+}
+
+// revive proposes OpRevive for a suspect lease whose holder is alive after
+// all. It reports whether the lease is active again with the same epoch.
+func (s *Store) revive(ctx context.Context, sessionID string, l lease.Lease) (bool, error) {
+	res, err := s.propose(ctx, &lease.Command{Op: lease.OpRevive, TaskID: l.TaskID, Epoch: l.Epoch,
+		SessionID: sessionID, Reason: "late heartbeat"})
+	if err != nil {
+		return false, err
+	}
+	if res.Err != nil || res.Lease == nil || res.Lease.Status != lease.StatusActive {
+		return false, nil
+	}
+	s.m.revived.Inc()
+	s.log.Info("lease revived", zap.String("task", l.TaskID), zap.Uint64("epoch", l.Epoch))
+	return true, nil
+}
+
+// namedLeaseState answers for a lease the sidecar believes it holds but
+// that is not among the session's live leases.
+func (s *Store) namedLeaseState(sessionID string, h api.HeldLease) api.LeaseState {
+	st := api.LeaseState{TaskID: h.TaskID, Epoch: h.Epoch, Signal: api.SignalLost}
+	var (
+		t  *lease.Task
+		ok bool
+	)
+	s.fsm.read(func(m *lease.Model) { t, ok = m.Task(h.TaskID) })
+	if !ok {
+		st.Reason = "task not found"
+		return st
+	}
+	if cur := t.Lease; cur != nil && cur.Status.Live() && (cur.Epoch != h.Epoch || cur.SessionID != sessionID) {
+		// Someone else holds the task now while this sidecar believes it
+		// does: a possible double execution.
+		s.m.alarms.WithLabelValues("heartbeat_foreign_lease").Inc()
+		s.log.Warn("heartbeat names a lease someone else holds", zap.String("task", h.TaskID),
+			zap.Uint64("epoch", h.Epoch), zap.Uint64("currentEpoch", cur.Epoch), zap.String("session", sessionID))
+	}
+	var mine *lease.Lease
+	if t.Lease != nil && t.Lease.Epoch == h.Epoch {
+		mine = t.Lease
+	}
+	for i := range t.History {
+		if t.History[i].Epoch == h.Epoch {
+			mine = &t.History[i]
+		}
+	}
+	if mine == nil {
+		st.Reason = "superseded"
+		return st
+	}
+	st.Status, st.Reason = mine.Status, mine.Reason
+	switch mine.Status {
+	case lease.StatusRevoked:
+		st.Signal = api.SignalRevoked
+	case lease.StatusPausedWaiting:
+		st.Signal = api.SignalWaiting
+	}
+	return st
+}

@@ -1,0 +1,262 @@
+package raftstore
+
+import (
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/lease"
+)
+
+// leaseKey names one lease: renewals are tracked per (task, epoch), so a
+// renewal can never leak into a later grant of the same task.
+type leaseKey struct {
+	task  string
+	epoch uint64
+}
+
+// lessor is the leader's in-memory lease bookkeeping (DESIGN.md 4): the
+// deadline of every live lease as extended by heartbeats, and the last
+// heartbeat of every session. None of it is replicated; a new leader
+// rebuilds it in promote by extending every live lease to now + TTL, which
+// is why a renewal never has to be a raft entry. The lessor decides *when*
+// to propose suspect / expire / reclaim; the model decides, by epoch,
+// whether such a proposal still applies.
+type lessor struct {
+	mu    sync.Mutex
+	clock Clock
+	grace time.Duration
+	// spread is the fraction of a lease's TTL by which promote may push its
+	// deadline further, deterministically per lease, so leases granted in a
+	// burst under the old leader do not all come due in the same tick.
+	spread float64
+	// idle closes sessions without a heartbeat for this long.
+	idle time.Duration
+
+	leading    bool
+	promotedAt time.Time
+	deadlines  map[leaseKey]time.Time
+	lastHB     map[string]time.Time
+}
+
+func newLessor(clock Clock, grace, idle time.Duration) *lessor {
+	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1,
+		deadlines: map[leaseKey]time.Time{}, lastHB: map[string]time.Time{}}
+}
+
+// stagger returns the deterministic extra time promote gives lease k:
+// up to spread × ttl, from a hash of the key.
+func (l *lessor) stagger(k leaseKey, ttl time.Duration) time.Duration {
+	window := time.Duration(float64(ttl) * l.spread)
+	if window <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(k.task))
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(k.epoch >> (8 * i))
+	}
+	_, _ = h.Write(b[:])
+	return time.Duration(h.Sum64() % uint64(window))
+}
+
+// extend sets k's deadline to at least d; deadlines never move back.
+func (l *lessor) extend(k leaseKey, d time.Time) {
+	if cur, ok := l.deadlines[k]; !ok || d.After(cur) {
+		l.deadlines[k] = d
+	}
+}
+
+// promote takes office: every live lease gets now + TTL + its stagger
+// (never less than anything already known), every open session counts as
+// heard from now. Called after the new leader's barrier, so leases is the
+// complete committed state.
+func (l *lessor) promote(leases []lease.Lease, sessions []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	l.leading, l.promotedAt = true, now
+	for _, ls := range leases {
+		k := leaseKey{ls.TaskID, ls.Epoch}
+		l.extend(k, now.Add(ls.TTL+l.stagger(k, ls.TTL)))
+	}
+	for _, s := range sessions {
+		if t, ok := l.lastHB[s]; !ok || now.After(t) {
+			l.lastHB[s] = now
+		}
+	}
+}
+
+// demote drops everything: a node that is not the leader must not act on
+// stale renewals, and the next leader rebuilds its own.
+func (l *lessor) demote() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading = false
+	l.deadlines = map[leaseKey]time.Time{}
+	l.lastHB = map[string]time.Time{}
+}
+
+// renew records a heartbeat of session received at recv: the session is
+// alive and every live lease it holds gets recv + TTL. Suspect leases are
+// extended too, so the expiry loop cannot expire one whose revive is on
+// its way. It returns the number of leases renewed.
+func (l *lessor) renew(recv time.Time, session string, leases []lease.Lease) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading {
+		return 0
+	}
+	if t, ok := l.lastHB[session]; !ok || recv.After(t) {
+		l.lastHB[session] = recv
+	}
+	n := 0
+	for _, ls := range leases {
+		if ls.Status == lease.StatusActive || ls.Status == lease.StatusSuspectDead {
+			l.extend(leaseKey{ls.TaskID, ls.Epoch}, recv.Add(ls.TTL))
+			n++
+		}
+	}
+	return n
+}
+
+// touchSession marks a session as heard from (opened, or re-opened).
+func (l *lessor) touchSession(session string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.lastHB[session]; !ok || at.After(t) {
+		l.lastHB[session] = at
+	}
+}
+
+// forget drops a closed session's bookkeeping.
+func (l *lessor) forgetSession(session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.lastHB, session)
+}
+
+// deadline returns the lease's effective deadline: the later of the
+// in-memory renewal and the replicated ExpiresAt (set at grant and revive).
+func (l *lessor) deadline(ls lease.Lease) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadlineLocked(ls)
+}
+
+func (l *lessor) deadlineLocked(ls lease.Lease) time.Time {
+	d := ls.ExpiresAt
+	if m, ok := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]; ok && m.After(d) {
+		d = m
+	}
+	return d
+}
+
+// lastHeartbeat returns the session's last heartbeat as the leader saw it.
+func (l *lessor) lastHeartbeat(session string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.lastHB[session]
+	return t, ok
+}
+
+// expiryInput is what the expiry loop shows the lessor each tick.
+type expiryInput struct {
+	Leases []lease.Lease
+	// IntentsUntil maps an expired lease's task to the latest deadline of
+	// its epoch's in-flight journaled intents: the resume guard cannot pass
+	// before it, so proposing a reclaim earlier would only fill the log.
+	IntentsUntil map[string]time.Time
+	// Waiting maps a task whose wait deadline passed to its paused epoch.
+	Waiting  map[string]uint64
+	Sessions []string
+}
+
+// plan decides the leader's proposals for this tick, at most limit of
+// them: suspect an active lease past its deadline, expire a suspect one
+// past deadline + grace, reclaim an expired one once its intents are out,
+// signal overdue waits, close idle sessions. Every command carries the
+// epoch it expects, so one that loses a race is a no-op in the model.
+func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading {
+		return nil
+	}
+	now := l.clock.Now()
+	var out []lease.Command
+	add := func(c lease.Command) bool {
+		if len(out) >= limit {
+			return false
+		}
+		c.Time = now
+		out = append(out, c)
+		return true
+	}
+	live := make(map[leaseKey]bool, len(in.Leases))
+	for _, ls := range in.Leases {
+		k := leaseKey{ls.TaskID, ls.Epoch}
+		live[k] = true
+		if _, ok := l.deadlines[k]; !ok {
+			// Granted since promote: its replicated ExpiresAt is the
+			// grant time + TTL stamped by this leader.
+			l.deadlines[k] = ls.ExpiresAt
+		}
+		d := l.deadlineLocked(ls)
+		var c lease.Command
+		switch ls.Status {
+		case lease.StatusActive:
+			if !now.After(d) {
+				continue
+			}
+			c = lease.Command{Op: lease.OpSuspect, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "heartbeat overdue"}
+		case lease.StatusSuspectDead:
+			if !now.After(d.Add(l.grace)) {
+				continue
+			}
+			c = lease.Command{Op: lease.OpExpire, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "grace over"}
+		case lease.StatusExpired:
+			if until, ok := in.IntentsUntil[ls.TaskID]; ok && now.Before(until) {
+				continue
+			}
+			c = lease.Command{Op: lease.OpReclaim, TaskID: ls.TaskID, Epoch: ls.Epoch}
+		default:
+			continue
+		}
+		if !add(c) {
+			return out
+		}
+	}
+	// Forget deadlines of leases that are no longer live.
+	for k := range l.deadlines {
+		if !live[k] {
+			delete(l.deadlines, k)
+		}
+	}
+	for task, epoch := range in.Waiting {
+		if !add(lease.Command{Op: lease.OpSignal, TaskID: task, Epoch: epoch, Reason: "wait deadline passed"}) {
+			return out
+		}
+	}
+	open := make(map[string]bool, len(in.Sessions))
+	for _, s := range in.Sessions {
+		open[s] = true
+		t, ok := l.lastHB[s]
+		if !ok {
+			l.lastHB[s] = now
+			continue
+		}
+		if now.Sub(t) > l.idle {
+			if !add(lease.Command{Op: lease.OpCloseSession, SessionID: s, Reason: "session idle"}) {
+				return out
+			}
+		}
+	}
+	for s := range l.lastHB {
+		if !open[s] {
+			delete(l.lastHB, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,401 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.uber.org/zap"
+)
+
+// Store is one node of the lease cluster: a raft member whose FSM is the
+// lease model, plus the leader-only lessor that turns heartbeats into
+// in-memory renewals and overdue leases into proposals. All methods are
+// safe for concurrent use.
+type Store struct {
+	cfg   Config
+	log   *zap.Logger
+	clock Clock
+
+	fsm    *fsm
+	raft   *raft.Raft
+	bolt   *raftboltdb.BoltStore
+	trans  raft.Transport
+	hclog  hclog.Logger
+	lessor *lessor
+	verify *verifier
+	m      *metrics
+
+	// lead is the state of this node's current term as leader.
+	leadMu sync.Mutex
+	// leadReady is closed once the leader took office (barrier done,
+	// leases extended); replaced on every leadership change.
+	leadReady chan struct{}
+	leading   bool
+
+	caughtUp    atomic.Bool
+	readyTarget atomic.Uint64
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// Open starts a node: it opens (or creates) the data dir, starts raft,
+// bootstraps a one-node cluster when cfg.Bootstrap is set and there is no
+// existing state, and starts the leadership watcher.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Store{
+		cfg: cfg, log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
+		leadReady: make(chan struct{}), closing: make(chan struct{}),
+	}
+	s.hclog = newHCLog(s.log.Named("raft"))
+	s.fsm = newFSM(s.log)
+	s.lessor = newLessor(cfg.Clock, cfg.Grace, cfg.SessionIdle)
+	if err := s.openRaft(); err != nil {
+		s.closeStorage()
+		return nil, err
+	}
+	s.m = newMetrics(s)
+	if cfg.Registerer != nil {
+		if err := s.m.register(cfg.Registerer); err != nil {
+			_ = s.raft.Shutdown().Error()
+			s.closeStorage()
+			return nil, err
+		}
+	}
+	s.verify = newVerifier(s.raft)
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.verify.run(s.closing) }()
+	go func() { defer s.wg.Done(); s.watchLeadership() }()
+	return s, nil
+}
+
+func (s *Store) openRaft() error {
+	cfg := s.cfg
+	snapDir := filepath.Join(cfg.DataDir, "snapshots")
+	if err := os.MkdirAll(snapDir, 0o750); err != nil {
+		return fmt.Errorf("raftstore: create data dir: %w", err)
+	}
+	// raft-boltdb keeps NoSync off: an acknowledged entry is on disk.
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("raftstore: open log store: %w", err)
+	}
+	s.bolt = bolt
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, s.hclog.Named("snapshot"))
+	if err != nil {
+		return fmt.Errorf("raftstore: open snapshot store: %w", err)
+	}
+	var adv net.Addr
+	if cfg.RaftAdvertise != "" {
+		if adv, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+			return fmt.Errorf("%w: RaftAdvertise %q: %v", ErrConfig, cfg.RaftAdvertise, err)
+		}
+	}
+	nt, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, s.hclog.Named("transport"))
+	if err != nil {
+		return fmt.Errorf("raftstore: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	s.trans = nt
+	if cfg.transportWrap != nil {
+		s.trans = cfg.transportWrap(nt)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	// Throughput: many concurrent proposals ride one AppendEntries and one
+	// fsync; BatchApplyCh lets the leader pick up a whole batch at once.
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	rc.Logger = s.hclog
+
+	existing, err := raft.HasExistingState(bolt, bolt, snaps)
+	if err != nil {
+		closeTransport(s.trans)
+		return fmt.Errorf("raftstore: inspect raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, s.fsm, bolt, bolt, snaps, s.trans)
+	if err != nil {
+		closeTransport(s.trans)
+		return fmt.Errorf("raftstore: start raft: %w", err)
+	}
+	s.raft = r
+	if cfg.Bootstrap && !existing {
+		boot := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: s.trans.LocalAddr(),
+		}}}
+		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = r.Shutdown().Error()
+			return fmt.Errorf("raftstore: bootstrap: %w", err)
+		}
+	}
+	s.log.Info("raft started", zap.String("raftAddr", string(s.trans.LocalAddr())),
+		zap.Bool("existingState", existing), zap.Bool("bootstrap", cfg.Bootstrap && !existing))
+	return nil
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(raft.WithClose); ok {
+		_ = c.Close()
+	}
+}
+
+func (s *Store) closeStorage() {
+	if s.bolt != nil {
+		_ = s.bolt.Close()
+	}
+}
+
+// Close stops the node: the leader loop and the verifier first, then raft
+// (which closes the transport), then the log store. Safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.wg.Wait()
+		if err := s.raft.Shutdown().Error(); err != nil {
+			s.closeErr = fmt.Errorf("raftstore: raft shutdown: %w", err)
+		}
+		if err := s.bolt.Close(); err != nil && s.closeErr == nil {
+			s.closeErr = fmt.Errorf("raftstore: close log store: %w", err)
+		}
+		if s.cfg.Registerer != nil {
+			s.m.unregister(s.cfg.Registerer)
+		}
+		s.log.Info("store closed")
+	})
+	return s.closeErr
+}
+
+// RaftAddr returns the address raft listens on (useful with port 0).
+func (s *Store) RaftAddr() string { return string(s.trans.LocalAddr()) }
+
+// NodeID returns this node's id.
+func (s *Store) NodeID() string { return s.cfg.NodeID }
+
+// watchLeadership runs the leader loop for as long as this node leads.
+// raft.LeaderCh only keeps the latest value, so a true after a true means
+// leadership was lost and regained in between: start over.
+func (s *Store) watchLeadership() {
+	var (
+		stop chan struct{}
+		done chan struct{}
+	)
+	end := func() {
+		if stop == nil {
+			return
+		}
+		close(stop)
+		<-done
+		stop, done = nil, nil
+		s.stepDown()
+	}
+	defer end()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case isLeader := <-s.raft.LeaderCh():
+			end()
+			if isLeader {
+				stop, done = make(chan struct{}), make(chan struct{})
+				go func(stop, done chan struct{}) {
+					defer close(done)
+					s.leaderLoop(stop)
+				}(stop, done)
+			}
+		}
+	}
+}
+
+// leaderLoop takes office and then runs the expiry loop until stop.
+// Taking office: a replicated entry naming this node's HTTP address is
+// committed first; its apply proves every earlier entry is applied (a
+// barrier that also tells followers where to forward). Then every live
+// lease is extended to now + TTL (+ stagger) before anything may expire.
+func (s *Store) leaderLoop(stop chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	start := s.clock.Now()
+	for {
+		err := s.takeOffice(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrShutdown) {
+			return
+		}
+		s.log.Warn("taking office failed; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.HeartbeatTimeout):
+		}
+	}
+	s.log.Info("leader in office", zap.Uint64("term", s.raft.CurrentTerm()),
+		zap.Duration("took", s.clock.Now().Sub(start)))
+	s.runExpiry(ctx)
+}
+
+func (s *Store) takeOffice(ctx context.Context) error {
+	self := nodeMeta{ID: s.cfg.NodeID, RaftAddr: s.RaftAddr(), HTTPAddr: s.cfg.HTTPAddr}
+	if _, err := s.applyEntry(ctx, entryNode, self); err != nil {
+		return err
+	}
+	if err := s.ensureSigningKey(ctx); err != nil {
+		return err
+	}
+	var (
+		leases   []lease.Lease
+		sessions []string
+	)
+	s.fsm.read(func(m *lease.Model) {
+		leases = m.LiveLeases()
+		for _, ss := range m.Sessions() {
+			sessions = append(sessions, ss.ID)
+		}
+	})
+	s.lessor.promote(leases, sessions)
+	s.leadMu.Lock()
+	s.leading = true
+	close(s.leadReady)
+	s.leadMu.Unlock()
+	return nil
+}
+
+// stepDown drops the leader's in-memory state (the lessor's Demote).
+func (s *Store) stepDown() {
+	s.leadMu.Lock()
+	if s.leading {
+		s.leading = false
+		s.leadReady = make(chan struct{})
+	}
+	s.leadMu.Unlock()
+	s.lessor.demote()
+	s.log.Info("leader stepped down")
+}
+
+// waitOffice waits until this node is a leader in office. A follower gets
+// ErrNotLeader at once; a leader still taking office makes the caller wait
+// (bounded by ctx), since that takes one commit round.
+func (s *Store) waitOffice(ctx context.Context) error {
+	for {
+		if s.raft.State() != raft.Leader {
+			return ErrNotLeader
+		}
+		s.leadMu.Lock()
+		ch, ok := s.leadReady, s.leading
+		s.leadMu.Unlock()
+		if ok {
+			return nil
+		}
+		t := time.NewTimer(s.cfg.HeartbeatTimeout / 4)
+		select {
+		case <-ch:
+			t.Stop()
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: leader is still taking office", ErrNoLeader)
+		case <-s.closing:
+			t.Stop()
+			return ErrShutdown
+		}
+	}
+}
+
+// applyEntry proposes one log entry and waits for it to be applied here.
+func (s *Store) applyEntry(ctx context.Context, t entryType, body any) (any, error) {
+	select {
+	case <-s.closing:
+		return nil, ErrShutdown
+	default:
+	}
+	if s.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	data, err := encodeEntry(t, body)
+	if err != nil {
+		return nil, err
+	}
+	timeout := s.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, fmt.Errorf("%w: deadline passed before proposing", ErrTimeout)
+		}
+	}
+	start := time.Now()
+	f := s.raft.Apply(data, timeout)
+	err = f.Error()
+	if s.m != nil {
+		s.m.proposalLatency.Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		return nil, mapRaftError(err)
+	}
+	return f.Response(), nil
+}
+
+// propose stamps cmd with the leader's time, commits it and returns the
+// model's result. A model error is returned inside the Result, not as err.
+func (s *Store) propose(ctx context.Context, cmd *lease.Command) (lease.Result, error) {
+	if cmd.Time.IsZero() {
+		cmd.Time = s.clock.Now()
+	}
+	resp, err := s.applyEntry(ctx, entryCommand, cmd)
+	if err != nil {
+		return lease.Result{}, err
+	}
+	res, ok := resp.(lease.Result)
+	if !ok {
+		return lease.Result{}, fmt.Errorf("raftstore: unexpected apply response %T", resp)
+	}
+	if res.Err != nil && s.m != nil {
+		s.m.applyErrors.WithLabelValues(cmd.Op.String(), lease.ErrorCode(res.Err)).Inc()
+	}
+	return res, nil
+}
+
+// mapRaftError turns raft's errors into the store's sentinels.
+func mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %v", ErrShutdown, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	return fmt.Errorf("%w: %v", ErrTimeout, err)
+}
