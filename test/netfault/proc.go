@@ -213,8 +213,46 @@ func (p *Process) signal(sig syscall.Signal) error {
 }
 
 // Pause stops the process with SIGSTOP; it keeps its sockets but runs no
-// code until Resume.
-func (p *Process) Pause() error { return p.signal(syscall.SIGSTOP) }
+// code until Resume. Signals are delivered asynchronously, so Pause waits
+// (up to 2s) until every thread of the process is seen stopped.
+func (p *Process) Pause() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !p.stopped() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netfault: %s (pid %d) not stopped 2s after SIGSTOP", p.name, p.PID())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+// stopped reports whether every thread of the process is in the stopped
+// state, from /proc (Linux). Elsewhere it trusts the signal.
+func (p *Process) stopped() bool {
+	dir := fmt.Sprintf("/proc/%d/task", p.PID())
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process with SIGCONT.
 func (p *Process) Resume() error { return p.signal(syscall.SIGCONT) }
