@@ -116,7 +116,7 @@ func checkAtLeast(p *problems, key string, d, floor Duration) {
 // ms formats a duration truncated to milliseconds, so derived limits such as
 // 20s/3 read as 6.666s instead of 6.666666666s.
 func ms(d Duration) string {
-	return time.Duration(d).Truncate(time.Millisecond).String()
+	return Duration(time.Duration(d).Truncate(time.Millisecond)).String()
 }
 
 // checkWritableDir checks that dir exists and is writable, or can be created:

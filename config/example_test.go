@@ -114,7 +114,10 @@ func TestDurationAndByteSizeRoundTrip(t *testing.T) {
 	}{}))
 	txt, err := d.MarshalText()
 	require.NoError(t, err)
-	require.Equal(t, "2m0s", string(txt))
+	require.Equal(t, "2m", string(txt))
+	require.Equal(t, "1h", Duration(time.Hour).String())
+	require.Equal(t, "1h0m5s", Duration(time.Hour+5*time.Second).String())
+	require.Equal(t, "1h5m", Duration(time.Hour+5*time.Minute).String())
 }
 
 func TestInferRole(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 // or only keys they share such as log and data_dir) it returns an error
 // wrapping ErrRole asking for an explicit role. When none fits it returns the
 // role knowing the most keys, so validation can report the unknown ones.
+// Errors are *FieldError values wrapping ErrRole, or ErrSyntax for a file
+// that is not YAML.
 func InferRole(data []byte) (Role, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -54,9 +56,9 @@ func InferRole(data []byte) (Role, error) {
 		for i, r := range fits {
 			names[i] = string(r)
 		}
-		return "", fmt.Errorf("%w: cannot tell the role from the keys (could be %s); give it explicitly", ErrRole, strings.Join(names, " or "))
+		return "", &FieldError{Msg: "cannot tell the role from the keys: they fit " + strings.Join(names, ", "), Kind: ErrRole}
 	case tie || bestCount == 0:
-		return "", fmt.Errorf("%w: the keys match no role (%s); give the role explicitly", ErrRole, strings.Join(keys, ", "))
+		return "", &FieldError{Msg: "cannot tell the role from the keys: " + strings.Join(keys, ", ") + " fit no role", Kind: ErrRole}
 	}
 	return best, nil
 }

@@ -51,8 +51,18 @@ type Duration time.Duration
 // Std returns d as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 
-// String formats d like time.Duration does.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String formats d like time.Duration does, minus trailing zero units:
+// "10m" rather than "10m0s", "1h" rather than "1h0m0s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // MarshalText writes d as a duration string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

@@ -62,7 +62,7 @@ log: {level: loud, format: xml}
 		`config: leases.profiles.Bad: profile names may only contain a-z, 0-9, '_' and '-' and must start with a letter or digit`,
 		`config: leases.profiles.floor.ttl: must be >= leases.min_ttl (2s, got 1.5s)`,
 		`config: leases.profiles.floor.heartbeat: must be > 0 (got 0s)`,
-		`config: leases.profiles.huge.ttl: must be <= leases.max_ttl (1m0s, got 2m0s)`,
+		`config: leases.profiles.huge.ttl: must be <= leases.max_ttl (1m, got 2m)`,
 		`config: leases.profiles.tiny.ttl: must be >= 1.5 × raft.election_timeout (election_timeout 300ms → min 450ms, got 400ms)`,
 		`config: log.level: must be one of debug, info, warn, error (got "loud")`,
 		`config: log.format: must be json or console (got "xml")`,
