@@ -233,27 +233,51 @@ type flagSetting struct {
 // (--raft-election-timeout=500ms, --join=a:7400,b:7400, --bootstrap) and a
 // repeatable --set KEY=VALUE that reaches every key, map entries included
 // (--set leases.profiles.batch.ttl=2m). Each flag's help names its
-// environment variable and shows its default.
+// environment variable and shows its default. It panics for an unknown role,
+// which is a programming error.
 func BindFlags(fs *flag.FlagSet, role Role) *Flags {
+	if newDefault(role) == nil {
+		panic(fmt.Sprintf("config: BindFlags for unknown role %q", role))
+	}
 	f := &Flags{role: role}
 	fs.StringVar(&f.path, "config", "", "YAML config `file` (env "+EnvConfigPath+")")
 	fs.Var(&setFlag{f: f}, "set", "set any `key=value`, e.g. --set leases.profiles.batch.ttl=2m (repeatable)")
-	for _, k := range Keys(role) {
+	defs := keysOf(reflect.TypeOf(newDefault(role)).Elem(), "")
+	for i, k := range Keys(role) {
 		if k.Flag == "" {
 			continue
 		}
 		kf := &keyFlag{f: f, flag: k.Flag, key: k.Name, def: k.Default}
-		usage := k.Doc + " (env " + k.Env + ")"
-		if def := newDefault(role); def != nil {
-			if v, ok := lookup(reflect.ValueOf(def).Elem(), strings.Split(k.Name, ".")); ok &&
-				(v.Kind() == reflect.Bool || v.Kind() == reflect.Pointer) {
-				fs.Var(&boolKeyFlag{kf}, k.Flag, usage)
-				continue
+		t := defs[i].typ
+		if t.Kind() == reflect.Bool || t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool {
+			if kf.def == "false" {
+				kf.def = "" // the flag package prints no "(default false)" for ""
 			}
+			fs.Var(&boolKeyFlag{kf}, k.Flag, k.Doc+" (env "+k.Env+")")
+			continue
 		}
-		fs.Var(kf, k.Flag, usage)
+		// The flag package shows the first `quoted` word as the value's
+		// placeholder: "-raft-election-timeout duration".
+		fs.Var(kf, k.Flag, k.Doc+" (`"+placeholder(t)+"`; env "+k.Env+")")
 	}
 	return f
+}
+
+// placeholder names the kind of value a flag takes, for its help line.
+func placeholder(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[Duration]():
+		return "duration"
+	case t == reflect.TypeFor[ByteSize]():
+		return "size"
+	case t.Kind() == reflect.Slice:
+		return "list"
+	case t.Kind() == reflect.Float64:
+		return "fraction"
+	case t.Kind() == reflect.String:
+		return "string"
+	}
+	return "number"
 }
 
 // Path returns the --config value.

@@ -272,8 +272,10 @@ func TestFlagHelpShowsEnvAndDefault(t *testing.T) {
 	BindFlags(fs, RoleServer)
 	fs.PrintDefaults()
 	out := b.String()
-	require.Contains(t, out, "-raft-election-timeout value")
-	require.Contains(t, out, "(env FENCEPOST_RAFT_ELECTION_TIMEOUT) (default 300ms)")
+	require.Contains(t, out, "-raft-election-timeout duration")
+	require.Contains(t, out, "(duration; env FENCEPOST_RAFT_ELECTION_TIMEOUT) (default 300ms)")
+	require.Contains(t, out, "-join list")
+	require.Contains(t, out, "-leases-checkpoint-max-bytes size")
 	require.Contains(t, out, "-bootstrap")
 	require.Contains(t, out, "-config file")
 }

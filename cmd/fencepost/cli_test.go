@@ -128,7 +128,7 @@ func TestRegisteredCommandRunsWithFlagsAndConfig(t *testing.T) {
 	code, out, _ := runCLI(t, "probe", "--help")
 	require.Equal(t, exitOK, code)
 	require.Contains(t, out, "Flags:\n")
-	require.Contains(t, out, "(env FENCEPOST_ADDR) (default 127.0.0.1:7490)")
+	require.Contains(t, out, "(string; env FENCEPOST_ADDR) (default 127.0.0.1:7490)")
 
 	t.Setenv("FENCEPOST_LOG_LEVEL", "loud")
 	code, _, errOut = runCLI(t, "probe", "--require-signature")
