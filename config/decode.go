@@ -113,10 +113,14 @@ func (w walker) structure(n *yaml.Node, v reflect.Value, key string) {
 		w.fail(n, key, ErrSyntax, "must be a mapping of keys (got a %s)", kindName(n))
 		return
 	}
+	w.merges(n, func(m *yaml.Node) { w.structure(m, v, key) })
 	fields := fieldsOf(v.Type())
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
+		if kn.Tag == "!!merge" {
+			continue
+		}
 		name := kn.Value
 		full := join(key, name)
 		if seen[name] {
@@ -147,9 +151,13 @@ func (w walker) mapping(n *yaml.Node, v reflect.Value, key string) {
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
+	w.merges(n, func(m *yaml.Node) { w.mapping(m, v, key) })
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
+		if kn.Tag == "!!merge" {
+			continue
+		}
 		full := join(key, kn.Value)
 		if seen[kn.Value] {
 			w.fail(kn, full, ErrSyntax, "appears more than once")
@@ -163,6 +171,30 @@ func (w walker) mapping(n *yaml.Node, v reflect.Value, key string) {
 		}
 		w.value(vn, elem, full)
 		v.SetMapIndex(mk, elem)
+	}
+}
+
+// merges applies the YAML merge keys ("<<: *defaults") of mapping n through
+// apply before the mapping's own keys, so explicit keys win as YAML says.
+func (w walker) merges(n *yaml.Node, apply func(*yaml.Node)) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Tag != "!!merge" {
+			continue
+		}
+		src := n.Content[i+1]
+		for src.Kind == yaml.AliasNode {
+			src = src.Alias
+		}
+		if src.Kind == yaml.SequenceNode {
+			for _, m := range src.Content {
+				for m.Kind == yaml.AliasNode {
+					m = m.Alias
+				}
+				apply(m)
+			}
+			continue
+		}
+		apply(src)
 	}
 }
 

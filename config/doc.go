@@ -13,6 +13,10 @@
 // (leases.profiles.short.ttl, FENCEPOST_LEASES_PROFILES_SHORT_TTL,
 // --set leases.profiles.short.ttl=30s).
 //
+// An empty environment variable counts as unset. Lists take a comma-separated
+// value ("a:7400,b:7400") and records take inline YAML
+// ('[{host: api.example.com, write: false}]').
+//
 // Loading is strict: an unknown key in the file, an unknown FENCEPOST_*
 // variable and a value of the wrong type are errors, and validation reports
 // every broken rule at once, one line each, naming the key and the rule.

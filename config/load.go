@@ -161,7 +161,11 @@ func applyEnv(role Role, cfg Config, env []string, p *problems) {
 			continue
 		}
 		if key, ok := envToKey(defs, name); ok {
-			sets = append(sets, setting{name, key, value})
+			// Templated manifests often render an unset value as an
+			// empty variable; treat it as unset rather than as "".
+			if value != "" {
+				sets = append(sets, setting{name, key, value})
+			}
 			continue
 		}
 		if otherRoleHas(role, name) {

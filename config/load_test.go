@@ -311,3 +311,30 @@ func TestErrorsSplitsNil(t *testing.T) {
 type nopWriter struct{}
 
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestEmptyEnvIsUnset(t *testing.T) {
+	stubHost(t, "n1")
+	s, err := LoadServer(Source{Env: []string{"FENCEPOST_LOG_LEVEL=", "FENCEPOST_HTTP_ADDR=127.0.0.1:9000"}})
+	require.NoError(t, err)
+	require.Equal(t, "info", s.Log.Level)
+	require.Equal(t, "127.0.0.1:9000", s.HTTPAddr)
+}
+
+func TestYAMLAnchorsAndMergeKeys(t *testing.T) {
+	stubHost(t, "n1")
+	body := `
+leases:
+  profiles:
+    base: &base {ttl: 60s, heartbeat: 20s}
+    slow:
+      <<: *base
+      ttl: 90s
+    copy:
+      <<: [*base]
+`
+	cfg, err := Parse(RoleServer, []byte(body), "s.yaml")
+	require.NoError(t, err)
+	p := cfg.(*Server).Leases.Profiles
+	require.Equal(t, Profile{TTL: Duration(90 * time.Second), Heartbeat: Duration(20 * time.Second)}, p["slow"])
+	require.Equal(t, p["base"], p["copy"])
+}
