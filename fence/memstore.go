@@ -185,13 +185,15 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 		sh.mu.Unlock()
 		return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}
 	}
-	// Raising early is safe: the epoch is a valid, newer grant, so anything
-	// older is dead even if this write never happens.
-	t.maxSeen = w.Epoch
 	var claim *memRecord
 	if w.IdempotencyKey != "" {
 		var replay *Response
 		claim, replay, err = s.claim(w)
+		if replay != nil {
+			// A replay is an accepted write that needs no slot: nothing new
+			// takes effect, but the newer owner's epoch is now the floor.
+			t.maxSeen = w.Epoch
+		}
 		if err != nil || replay != nil {
 			sh.mu.Unlock()
 			if err != nil {
@@ -216,10 +218,15 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 		return nil, 0, ctx.Err()
 	}
 	defer func() { <-t.slot }()
-	// A higher epoch may have been raised while this write waited for the
-	// slot; the write must then not take effect after it.
+	// max_seen is raised only here, holding the slot: a higher epoch may
+	// have been accepted while this write waited, and then this write must
+	// not take effect after it. Raising before the wait would let a write
+	// that later loses this race fence others without ever being accepted.
 	sh.mu.Lock()
 	seen := t.maxSeen
+	if w.Epoch >= seen {
+		t.maxSeen = w.Epoch
+	}
 	sh.mu.Unlock()
 	if w.Epoch < seen {
 		return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}

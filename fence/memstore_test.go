@@ -1,0 +1,283 @@
+package fence
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func okFn(context.Context) (*Response, error) { return &Response{Status: http.StatusOK}, nil }
+
+func doW(t *testing.T, s Store, task string, epoch uint64, key string) (Outcome, error) {
+	t.Helper()
+	w := Write{Key: TaskKey{Task: task}, Epoch: epoch, IdempotencyKey: key, Fingerprint: PayloadFingerprint("POST", "/", []byte(key))}
+	_, o, err := s.Do(context.Background(), w, okFn)
+	return o, err
+}
+
+func TestMemStoreMaxTasksNeverForgetsMaxSeen(t *testing.T) {
+	s, err := NewMemStore(MemStoreConfig{MaxTasks: 2})
+	require.NoError(t, err)
+	_, err = doW(t, s, "a", 10, "")
+	require.NoError(t, err)
+	_, err = doW(t, s, "b", 10, "")
+	require.NoError(t, err)
+	_, err = doW(t, s, "c", 1, "")
+	require.ErrorIs(t, err, ErrStoreFull)
+	require.Equal(t, ProblemStoreFull, ProblemFor(err).Type)
+	require.Equal(t, 503, ProblemFor(err).Status)
+	// Known tasks keep working and keep their floor.
+	_, err = doW(t, s, "a", 9, "")
+	require.ErrorIs(t, err, ErrStale)
+	_, err = doW(t, s, "b", 11, "")
+	require.NoError(t, err)
+	tasks, _ := s.Len()
+	require.Equal(t, 2, tasks)
+}
+
+func TestMemStoreIdempotencyLRU(t *testing.T) {
+	s, err := NewMemStore(MemStoreConfig{MaxIdempotencyRecords: 2})
+	require.NoError(t, err)
+	for _, k := range []string{"k1", "k2"} {
+		o, err := doW(t, s, "t", 1, k)
+		require.NoError(t, err)
+		require.Equal(t, Executed, o)
+	}
+	o, _ := doW(t, s, "t", 1, "k1") // k1 becomes most recently used
+	require.Equal(t, Replayed, o)
+	o, _ = doW(t, s, "t", 1, "k3") // evicts k2
+	require.Equal(t, Executed, o)
+	_, records := s.Len()
+	require.Equal(t, 2, records)
+	o, _ = doW(t, s, "t", 1, "k1")
+	require.Equal(t, Replayed, o)
+	o, _ = doW(t, s, "t", 1, "k2")
+	require.Equal(t, Executed, o, "an evicted key runs again")
+}
+
+func TestMemStoreIdempotencyTTL(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	s, err := NewMemStore(MemStoreConfig{IdempotencyTTL: time.Hour, Now: clock.Now})
+	require.NoError(t, err)
+	o, _ := doW(t, s, "t", 1, "k1")
+	require.Equal(t, Executed, o)
+	clock.Advance(59 * time.Minute)
+	o, _ = doW(t, s, "t", 1, "k1")
+	require.Equal(t, Replayed, o, "within the TTL of its last use")
+	clock.Advance(59 * time.Minute)
+	o, _ = doW(t, s, "t", 1, "k1")
+	require.Equal(t, Replayed, o, "the replay refreshed it")
+	clock.Advance(61 * time.Minute)
+	o, _ = doW(t, s, "t", 1, "k2")
+	require.Equal(t, Executed, o)
+	_, records := s.Len()
+	require.Equal(t, 1, records, "k1 expired")
+	seen, _ := s.MaxSeen(TaskKey{Task: "t"})
+	require.EqualValues(t, 1, seen, "expiry never touches max_seen")
+}
+
+func TestMemStoreRunningRecordsAreNotEvicted(t *testing.T) {
+	s, err := NewMemStore(MemStoreConfig{MaxIdempotencyRecords: 1})
+	require.NoError(t, err)
+	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		w := Write{Key: TaskKey{Task: "t1"}, Epoch: 1, IdempotencyKey: "k1"}
+		_, _, err := s.Do(context.Background(), w, func(context.Context) (*Response, error) {
+			close(entered)
+			<-release
+			return &Response{Status: 200}, nil
+		})
+		done <- err
+	}()
+	<-entered
+	_, err = doW(t, s, "t2", 1, "k2")
+	require.ErrorIs(t, err, ErrStoreFull)
+	close(release)
+	require.NoError(t, <-done)
+	o, err := doW(t, s, "t2", 1, "k2")
+	require.NoError(t, err)
+	require.Equal(t, Executed, o, "the completed k1 is evictable now")
+}
+
+// historyOp is one write attempt seen by a client of a Store.
+type historyOp struct {
+	Client    int
+	Task      string
+	Epoch     uint64
+	Call, Ret int64
+	Accepted  bool
+}
+
+func (o historyOp) String() string {
+	verdict := "stale"
+	if o.Accepted {
+		verdict = "accepted"
+	}
+	return fmt.Sprintf("[%d,%d] client %d %s epoch %d -> %s", o.Call, o.Ret, o.Client, o.Task, o.Epoch, verdict)
+}
+
+// fencedRegister is the porcupine model of one task: the state is the
+// highest accepted epoch; a write is accepted iff its epoch is not lower.
+var fencedRegister = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		byTask := map[string][]porcupine.Operation{}
+		var order []string
+		for _, op := range h {
+			task := op.Input.(historyOp).Task
+			if _, ok := byTask[task]; !ok {
+				order = append(order, task)
+			}
+			byTask[task] = append(byTask[task], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(order))
+		for _, task := range order {
+			out = append(out, byTask[task])
+		}
+		return out
+	},
+	Init: func() any { return uint64(0) },
+	Step: func(state, input, output any) (bool, any) {
+		st, e := state.(uint64), input.(historyOp).Epoch
+		if output.(bool) {
+			return e >= st, e
+		}
+		return e < st, st
+	},
+	DescribeOperation: func(input, output any) string {
+		op := input.(historyOp)
+		op.Accepted = output.(bool)
+		return op.String()
+	},
+}
+
+// testSeed returns FENCE_SEED or a fresh seed; failures print it.
+func testSeed(t *testing.T) uint64 {
+	if s := os.Getenv("FENCE_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// raceStore runs clients goroutines, each making ops writes with racing
+// epochs against tasks tasks of s, and proves I3: the order in which
+// writes took effect never lowers a task's epoch, and every verdict fits
+// the fenced-register model (so the stale write is always the one
+// rejected). The write itself appends to a shared log, standing in for
+// the service's state.
+func raceStore(t *testing.T, s Store, clients, ops, tasks int) {
+	seed := testSeed(t)
+	var clock atomic.Int64
+	var logMu sync.Mutex
+	var applied []AppliedWrite
+	// current[i] is the newest epoch granted for task i; clients act as
+	// owners that were granted some epoch near it, some already replaced.
+	current := make([]atomic.Uint64, tasks)
+	for i := range current {
+		current[i].Store(3)
+	}
+	history := make([][]historyOp, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			for range ops {
+				ti := rng.IntN(tasks)
+				cur := current[ti].Load()
+				epoch := cur - uint64(rng.IntN(3))
+				if rng.IntN(4) == 0 {
+					epoch = current[ti].Add(1)
+				}
+				op := historyOp{Client: c, Task: "task-" + strconv.Itoa(ti), Epoch: epoch}
+				w := Write{Key: TaskKey{Task: op.Task}, Epoch: epoch}
+				op.Call = clock.Add(1)
+				_, _, err := s.Do(context.Background(), w, func(ctx context.Context) (*Response, error) {
+					logMu.Lock()
+					applied = append(applied, AppliedWrite{Key: w.Key, Epoch: w.Epoch})
+					logMu.Unlock()
+					return &Response{Status: 200}, nil
+				})
+				op.Ret = clock.Add(1)
+				if err != nil && !isStale(err) {
+					t.Errorf("seed %d: unexpected error %v", seed, err)
+					return
+				}
+				op.Accepted = err == nil
+				history[c] = append(history[c], op)
+			}
+		}()
+	}
+	wg.Wait()
+	var all []porcupine.Operation
+	var flat []historyOp
+	accepted := 0
+	for _, h := range history {
+		for _, op := range h {
+			flat = append(flat, op)
+			all = append(all, porcupine.Operation{ClientId: op.Client, Input: op, Output: op.Accepted, Call: op.Call, Return: op.Ret})
+			if op.Accepted {
+				accepted++
+			}
+		}
+	}
+	slices.SortFunc(flat, func(a, b historyOp) int { return cmp.Compare(a.Call, b.Call) })
+	dump := func() string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "seed %d (rerun with FENCE_SEED=%d)\n", seed, seed)
+		for _, op := range flat {
+			b.WriteString(op.String() + "\n")
+		}
+		return b.String()
+	}
+	require.Equal(t, accepted, len(applied), dump())
+	require.NoError(t, CheckEpochOrder(applied), dump())
+	res := porcupine.CheckOperationsTimeout(fencedRegister, all, 20*time.Second)
+	require.NotEqual(t, porcupine.Illegal, res, "history is not a fenced register:\n%s", dump())
+	require.Greater(t, accepted, 0)
+	require.Less(t, accepted, len(flat), "the race produced no stale writes; the test proves nothing")
+}
+
+func isStale(err error) bool {
+	var se *StaleError
+	return errors.As(err, &se)
+}
+
+func TestMemStoreI3UnderRacingEpochs(t *testing.T) {
+	s, err := NewMemStore(MemStoreConfig{})
+	require.NoError(t, err)
+	raceStore(t, s, 16, 60, 4)
+}
