@@ -31,7 +31,7 @@ func InferRole(data []byte) (Role, error) {
 	var fits []Role
 	best, bestCount, tie := Role(""), -1, false
 	for _, r := range Roles() {
-		fields := fieldsOf(reflect.TypeOf(newDefault(r)).Elem())
+		fields := fieldsOf(reflect.TypeOf(Default(r)).Elem())
 		count := 0
 		for _, k := range keys {
 			if slices.ContainsFunc(fields, func(f field) bool { return f.name == k }) {

@@ -43,7 +43,7 @@ type keyDef struct {
 // Keys lists every key of role in schema order. It returns nil for an unknown
 // role.
 func Keys(role Role) []Key {
-	def := newDefault(role)
+	def := Default(role)
 	if def == nil {
 		return nil
 	}

@@ -39,8 +39,10 @@ type Source struct {
 	Flags *Flags
 }
 
-// newDefault returns the defaults of role, or nil for an unknown role.
-func newDefault(role Role) Config {
+// Default returns the defaults of role, before the values derived from other
+// keys are filled in, or nil for an unknown role. Each call returns a fresh
+// value.
+func Default(role Role) Config {
 	switch role {
 	case RoleServer:
 		return DefaultServer()
@@ -54,16 +56,12 @@ func newDefault(role Role) Config {
 	return nil
 }
 
-// Default returns the defaults of role before derived values are filled in,
-// or nil for an unknown role.
-func Default(role Role) Config { return newDefault(role) }
-
 // Load builds the configuration of role from defaults, the file, the
 // environment and the flags, in that order of precedence (flags win), then
 // validates it. On error the returned Config is nil and the error joins every
 // problem found, each a one-line *FieldError.
 func Load(role Role, src Source) (Config, error) {
-	cfg := newDefault(role)
+	cfg := Default(role)
 	if cfg == nil {
 		return nil, fmt.Errorf("%w %q (want one of %s)", ErrRole, role, roleList())
 	}
@@ -92,7 +90,7 @@ func Load(role Role, src Source) (Config, error) {
 // Parse loads role from YAML bytes alone (no environment, no flags) and
 // validates the result; name labels messages, e.g. "server.yaml".
 func Parse(role Role, data []byte, name string) (Config, error) {
-	cfg := newDefault(role)
+	cfg := Default(role)
 	if cfg == nil {
 		return nil, fmt.Errorf("%w %q (want one of %s)", ErrRole, role, roleList())
 	}
@@ -198,7 +196,7 @@ func otherRoleHas(role Role, name string) bool {
 		if r == role {
 			continue
 		}
-		if _, ok := envToKey(keysOf(reflect.TypeOf(newDefault(r)).Elem(), ""), name); ok {
+		if _, ok := envToKey(keysOf(reflect.TypeOf(Default(r)).Elem(), ""), name); ok {
 			return true
 		}
 	}
@@ -240,13 +238,13 @@ type flagSetting struct {
 // environment variable and shows its default. It panics for an unknown role,
 // which is a programming error.
 func BindFlags(fs *flag.FlagSet, role Role) *Flags {
-	if newDefault(role) == nil {
+	if Default(role) == nil {
 		panic(fmt.Sprintf("config: BindFlags for unknown role %q", role))
 	}
 	f := &Flags{role: role}
 	fs.StringVar(&f.path, "config", "", "YAML config `file` (env "+EnvConfigPath+")")
 	fs.Var(&setFlag{f: f}, "set", "set any `key=value`, e.g. --set leases.profiles.batch.ttl=2m (repeatable)")
-	defs := keysOf(reflect.TypeOf(newDefault(role)).Elem(), "")
+	defs := keysOf(reflect.TypeOf(Default(role)).Elem(), "")
 	for i, k := range Keys(role) {
 		if k.Flag == "" {
 			continue
@@ -351,7 +349,7 @@ func (s *setFlag) Set(kv string) error {
 	if !ok || key == "" {
 		return fmt.Errorf("want key=value")
 	}
-	def := newDefault(s.f.role)
+	def := Default(s.f.role)
 	if def == nil || !knownKey(keysOf(reflect.TypeOf(def).Elem(), ""), key) {
 		return fmt.Errorf("unknown %s key %q", s.f.role, key)
 	}

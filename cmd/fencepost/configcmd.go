@@ -186,7 +186,7 @@ func runConfigValidate(args []string, stdout, stderr io.Writer) int {
 
 // errCause drops the path an *os.PathError repeats.
 func errCause(err error) string {
-	if pe, ok := err.(*os.PathError); ok {
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
 		return pe.Err.Error()
 	}
 	return err.Error()
