@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The wire shapes below mirror fence/api (the cluster's HTTP API) field
+// for field, for the fields the harness uses. They are declared here rather
+// than imported so this module does not carry the product's dependency
+// graph, and a drift in the product's wire format shows up as a failed run.
+
+// fpSession is the reply to POST /v1/sessions.
+type fpSession struct {
+	SessionID string `json:"sessionId"`
+}
+
+// fpHeld is one lease a heartbeat names.
+type fpHeld struct {
+	TaskID string `json:"taskId"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+// fpHeartbeatReply is the reply to a heartbeat.
+type fpHeartbeatReply struct {
+	ValidForMs int64 `json:"validForMs"`
+	Leases     []struct {
+		TaskID     string `json:"taskId"`
+		ValidForMs int64  `json:"validForMs"`
+		Signal     string `json:"signal"`
+	} `json:"leases"`
+}
+
+// fpGrant is the part of a grant the harness reads.
+type fpGrant struct {
+	Lease struct {
+		Epoch uint64 `json:"leaseEpoch"`
+	} `json:"lease"`
+}
+
+// fpAcquireReq is the body of an acquire.
+type fpAcquireReq struct {
+	SessionID string `json:"sessionId"`
+	Create    bool   `json:"create"`
+	Profile   string `json:"profile,omitempty"`
+}
+
+// fpLeaseReq is the body of a release or a checkpoint.
+type fpLeaseReq struct {
+	SessionID string `json:"sessionId"`
+	Epoch     uint64 `json:"epoch"`
+	Outcome   string `json:"outcome,omitempty"`
+	Step      string `json:"step,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+}
+
+// fpHeartbeatReq is the body of a heartbeat.
+type fpHeartbeatReq struct {
+	Leases []fpHeld `json:"leases,omitempty"`
+}
+
+// fpClusterStatus is the part of GET /v1/cluster the harness reads.
+type fpClusterStatus struct {
+	NodeID     string `json:"nodeId"`
+	State      string `json:"state"`
+	Leader     string `json:"leader"`
+	LeaderHTTP string `json:"leaderHttp"`
+	Members    []struct {
+		ID       string `json:"id"`
+		HTTPAddr string `json:"httpAddr"`
+		Leader   bool   `json:"leader"`
+	} `json:"members"`
+}
+
+// fpClient is a thin fasthttp client for one cluster endpoint: JSON in,
+// JSON out, a fresh X-Request-Id on every mutating call.
+type fpClient struct {
+	addr   string
+	hc     *fasthttp.HostClient
+	prefix string
+	seq    atomic.Uint64
+}
+
+// reqIDSeed makes request ids unique across clients in one run.
+var reqIDSeed atomic.Uint64
+
+// newFPClient returns a client for addr (host:port) with up to conns
+// keep-alive connections and the given per-request timeout.
+func newFPClient(addr string, conns int, timeout time.Duration) *fpClient {
+	return &fpClient{
+		addr: addr,
+		hc: &fasthttp.HostClient{
+			Addr:         addr,
+			MaxConns:     conns,
+			ReadTimeout:  timeout,
+			WriteTimeout: timeout,
+			// Never retry: a retried mutation would be counted twice.
+			RetryIfErr:                    func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+			MaxIdleConnDuration:           time.Minute,
+			MaxConnWaitTimeout:            timeout,
+			DisableHeaderNamesNormalizing: true,
+		},
+		prefix: fmt.Sprintf("b%d-%d-", time.Now().UnixNano()%1e9, reqIDSeed.Add(1)),
+	}
+}
+
+// statusError is a non-2xx reply.
+type statusError struct {
+	code int
+	body string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
+
+// do sends method path with body in (nil for none) and decodes a 2xx reply
+// into out (nil to discard).
+func (c *fpClient) do(method, path string, in, out any) error {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(method)
+	req.SetRequestURI("http://" + c.addr + path)
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(b)
+	}
+	if method != fasthttp.MethodGet {
+		req.Header.Set("X-Request-Id", c.prefix+strconv.FormatUint(c.seq.Add(1), 36))
+	}
+	if err := c.hc.Do(req, resp); err != nil {
+		return err
+	}
+	if code := resp.StatusCode(); code < 200 || code > 299 {
+		body := string(resp.Body())
+		if len(body) > 200 {
+			body = body[:200]
+		}
+		return &statusError{code: code, body: strings.TrimSpace(body)}
+	}
+	if out != nil {
+		return json.Unmarshal(resp.Body(), out)
+	}
+	return nil
+}
+
+// taskPath fills a task route: /v1/tasks/{id}/<verb>.
+func taskPath(id, verb string) string { return "/v1/tasks/" + url.PathEscape(id) + "/" + verb }
+
+// openSession opens a session for worker and returns its id.
+func (c *fpClient) openSession(worker string) (string, error) {
+	var s fpSession
+	err := c.do("POST", "/v1/sessions", map[string]string{"workerId": worker}, &s)
+	return s.SessionID, err
+}
+
+// acquire grants task to session sid, creating it with profile if missing,
+// and returns the fencing token.
+func (c *fpClient) acquire(task, sid, profile string) (uint64, error) {
+	var g fpGrant
+	err := c.do("POST", taskPath(task, "acquire"),
+		fpAcquireReq{SessionID: sid, Create: true, Profile: profile}, &g)
+	if err == nil && g.Lease.Epoch == 0 {
+		err = fmt.Errorf("grant without an epoch")
+	}
+	return g.Lease.Epoch, err
+}
+
+// release gives task back (it becomes pending again, claimable at once).
+func (c *fpClient) release(task, sid string, epoch uint64) error {
+	return c.do("POST", taskPath(task, "release"),
+		fpLeaseReq{SessionID: sid, Epoch: epoch, Outcome: "given_back"}, nil)
+}
+
+// checkpoint records a checkpoint under epoch.
+func (c *fpClient) checkpoint(task, sid string, epoch uint64, step string, data []byte) error {
+	return c.do("POST", taskPath(task, "checkpoint"),
+		fpLeaseReq{SessionID: sid, Epoch: epoch, Step: step, Data: data}, nil)
+}
+
+// heartbeat renews session sid and the leases it names; it returns how many
+// leases the reply says are renewed.
+func (c *fpClient) heartbeat(sid string, held []fpHeld) (int, error) {
+	var r fpHeartbeatReply
+	if err := c.do("POST", "/v1/sessions/"+url.PathEscape(sid)+"/heartbeat",
+		fpHeartbeatReq{Leases: held}, &r); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range r.Leases {
+		if l.ValidForMs > 0 && (l.Signal == "" || l.Signal == "revived") {
+			n++
+		}
+	}
+	if n < len(held) {
+		return n, fmt.Errorf("heartbeat renewed %d of %d leases", n, len(held))
+	}
+	return n, nil
+}
+
+// status reads GET /v1/cluster from this endpoint.
+func (c *fpClient) status() (fpClusterStatus, error) {
+	var s fpClusterStatus
+	err := c.do("GET", "/v1/cluster", nil, &s)
+	return s, err
+}

@@ -1,0 +1,157 @@
+// Command bench is fencepost's side-by-side benchmark harness (issue 6).
+// It builds fencepost from this repository, installs the peers it is
+// compared with (Debian's etcd-server, nginx, squid) when they are missing,
+// starts a 3-node fencepost cluster and a 3-node etcd cluster on loopback,
+// runs every workload against both, alternating A B A B, and writes a
+// markdown table (medians, min–max, ratios), the raw numbers as JSON, and
+// BENCHMARKS.md at the repository root.
+//
+//	cd test/bench && go run . [--quick] [--out results.json] [--md ../../BENCHMARKS.md]
+//
+// Everything it starts listens on 127.0.0.1 only, runs from one temporary
+// directory removed at the end, and is stopped by PID.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Plan is the size of a run; --quick shrinks every bound.
+type Plan struct {
+	Reps         int           `json:"reps"`
+	Dur          time.Duration `json:"runNs"`
+	MaxOps       int64         `json:"maxOpsPerRun"`
+	Conc         []int         `json:"concurrency"`
+	Sessions     int           `json:"sessions"`
+	LeasesPer    int           `json:"leasesPerSession"`
+	FailoverReps int           `json:"failoverReps"`
+	MemLeases    int           `json:"memoryLeases"`
+	MemLimit     time.Duration `json:"memoryFillLimitNs"`
+	ProxyReps    int           `json:"proxyReps"`
+	ProxyDur     time.Duration `json:"proxyRunNs"`
+	ProxyConns   int           `json:"proxyConns"`
+	FixedRate    float64       `json:"fixedRate"`
+}
+
+// fullPlan is the published run: about 15 minutes on 2 cores.
+var fullPlan = Plan{
+	Reps: 3, Dur: 3 * time.Second, MaxOps: 5_000_000, Conc: []int{1, 16, 64},
+	Sessions: 1000, LeasesPer: 10, FailoverReps: 5,
+	MemLeases: 100_000, MemLimit: 120 * time.Second,
+	ProxyReps: 3, ProxyDur: 3 * time.Second, ProxyConns: 32, FixedRate: 5000,
+}
+
+// quickPlan is the smoke run: under two minutes.
+var quickPlan = Plan{
+	Reps: 1, Dur: 700 * time.Millisecond, MaxOps: 1_000_000, Conc: []int{1, 16, 64},
+	Sessions: 100, LeasesPer: 10, FailoverReps: 2,
+	MemLeases: 10_000, MemLimit: 15 * time.Second,
+	ProxyReps: 1, ProxyDur: 700 * time.Millisecond, ProxyConns: 32, FixedRate: 5000,
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "upstream" {
+		runUpstream(os.Args[2])
+		return
+	}
+	quick := flag.Bool("quick", false, "smoke run: fewer repetitions, shorter runs (under 2 minutes)")
+	out := flag.String("out", "bench-results.json", "raw results JSON file")
+	md := flag.String("md", "../../BENCHMARKS.md", "BENCHMARKS.md to regenerate; empty to skip")
+	only := flag.String("only", "", "comma-separated workload numbers to run (1-6); default all")
+	keep := flag.Bool("keep", false, "keep the temporary directory (logs, data dirs)")
+	flag.Parse()
+
+	plan, mode := fullPlan, "full"
+	if *quick {
+		plan, mode = quickPlan, "quick"
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "fencepost")); err != nil {
+		fatal(fmt.Errorf("run from test/bench inside the fencepost repository: %w", err))
+	}
+	dir, err := os.MkdirTemp("", "fencepost-bench-")
+	if err != nil {
+		fatal(err)
+	}
+	cleanup := func() {
+		stopAll()
+		if !*keep {
+			os.RemoveAll(dir)
+		} else {
+			logf("kept %s", dir)
+		}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		logf("%s: stopping everything the harness started", s)
+		cleanup()
+		os.Exit(130)
+	}()
+	res := &Results{Mode: mode, Settings: plan}
+	h := &harness{plan: plan, res: res, root: root, dir: dir, only: parseOnly(*only)}
+	runErr := h.run()
+	cleanup()
+	res.Seconds = time.Since(startTime).Seconds()
+	if runErr != nil {
+		res.Notes = append(res.Notes, "run stopped early: "+runErr.Error())
+		logf("error: %v", runErr)
+	}
+	buildGoals(res)
+	table := markdownTable(res)
+	fmt.Println(table)
+	fmt.Println(goalTable(res))
+	if err := writeJSON(*out, res); err != nil {
+		fatal(err)
+	}
+	logf("raw results: %s", *out)
+	if *md != "" {
+		if err := os.WriteFile(*md, []byte(benchmarksMD(res, table)), 0o644); err != nil {
+			fatal(err)
+		}
+		logf("wrote %s", *md)
+	}
+	if runErr != nil {
+		os.Exit(1)
+	}
+}
+
+// parseOnly turns "1,5" into a set; empty means all.
+func parseOnly(s string) map[string]bool {
+	if s == "" {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		m[strings.TrimSpace(f)] = true
+	}
+	return m
+}
+
+// writeJSON writes v indented to path.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// fatal prints err, stops every child and exits.
+func fatal(err error) {
+	stopAll()
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// num formats v with three significant digits, thousands unseparated.
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// cell renders "median (min–max)" of xs.
+func cell(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	lo, hi := minMax(xs)
+	if len(xs) == 1 {
+		return num(xs[0])
+	}
+	return fmt.Sprintf("%s (%s–%s)", num(median(xs)), num(lo), num(hi))
+}
+
+// ratioCell renders the ratio and says which side it favours.
+func ratioCell(r Row) string {
+	x := r.Ratio()
+	if math.IsNaN(x) || len(r.A) == 0 {
+		return "—"
+	}
+	better := x >= 1
+	if !r.Higher {
+		better = x <= 1
+	}
+	mark := ""
+	if !better {
+		mark = " (peer better)"
+	}
+	return fmt.Sprintf("%.2f×%s", x, mark)
+}
+
+// markdownTable renders every row: medians with min–max over the reps, and
+// the ratio ours/peer.
+func markdownTable(res *Results) string {
+	var b strings.Builder
+	b.WriteString("| workload | case | metric | ours | ours: median (min–max) | peer | peer: median (min–max) | ratio ours/peer |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Rows {
+		dir := "↑"
+		if !r.Higher {
+			dir = "↓"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s | %s |\n",
+			r.Workload, r.Case, r.Metric, dir, r.Ours, cell(r.A), r.Peer, cell(r.B), ratioCell(r))
+	}
+	return b.String()
+}
+
+// goalTable renders the goal check.
+func goalTable(res *Results) string {
+	var b strings.Builder
+	b.WriteString("| target (issue 6) | measured | status |\n|---|---|---|\n")
+	for _, g := range res.Goals {
+		fmt.Fprintf(&b, "| %s | %s | **%s** |\n", g.Target, g.Figure, g.Status)
+	}
+	return b.String()
+}
+
+// ratioGoal checks median(ours)/median(peer) ≥ want for a row.
+func ratioGoal(res *Results, target, wl, cs, metric, peer string, want float64) Goal {
+	g := Goal{Target: target, Status: "not measured", Figure: "—"}
+	r, ok := res.find(wl, cs, metric, peer)
+	if !ok || len(r.A) == 0 || len(r.B) == 0 {
+		return g
+	}
+	x := r.Ratio()
+	g.Figure = fmt.Sprintf("%.2f× (%s vs %s %s)", x, num(median(r.A)), num(median(r.B)), metric)
+	g.Status = status(x >= want)
+	return g
+}
+
+// boundGoal checks a median of ours against an absolute bound (≤ limit).
+func boundGoal(target string, xs []float64, limit float64, unit string) Goal {
+	g := Goal{Target: target, Status: "not measured", Figure: "—"}
+	if len(xs) == 0 {
+		return g
+	}
+	m := median(xs)
+	g.Figure = fmt.Sprintf("%s %s (median of %d)", num(m), unit, len(xs))
+	g.Status = status(m <= limit)
+	return g
+}
+
+// status names a check's outcome.
+func status(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+// merge joins goals that must all hold (GET and POST, say) into one.
+func merge(target string, gs ...Goal) Goal {
+	out := Goal{Target: target, Status: "met"}
+	var figs []string
+	for _, g := range gs {
+		figs = append(figs, g.Figure)
+		switch {
+		case g.Status == "not measured":
+			out.Status = "not measured"
+		case g.Status == "missed" && out.Status != "not measured":
+			out.Status = "missed"
+		}
+	}
+	out.Figure = strings.Join(figs, "; ")
+	return out
+}
+
+// buildGoals checks every target of issue 6 against the rows.
+func buildGoals(res *Results) {
+	res.Goals = append(res.Goals,
+		ratioGoal(res, "acquire ≥ 2× etcd at C=64", wlAcquire, "C=64", "cycles/s", sysEtcd, 2),
+		ratioGoal(res, "acquire ≥ 1× etcd at C=1", wlAcquire, "C=1", "cycles/s", sysEtcd, 1),
+		ratioGoal(res, "heartbeats/s ≥ 3× etcd unary keepalive at C=64", wlHeartbeat, "C=64", "heartbeats/s", sysEtcdUnary, 3),
+		ratioGoal(res, "lease renewals/s ≥ 100× etcd unary keepalive at C=64", wlHeartbeat, "C=64", "renewals/s", sysEtcdUnary, 100),
+	)
+	fo := func(sys string) []float64 {
+		var xs []float64
+		for _, r := range res.Runs {
+			if r.Workload == wlFailover && r.System == sys && r.Measure.Errors == 0 {
+				xs = append(xs, r.Extra["ms"])
+			}
+		}
+		return xs
+	}
+	res.Goals = append(res.Goals, boundGoal("failover median ≤ 600 ms (fencepost defaults)", fo(sysFP), 600, "ms"))
+	eq := Goal{Target: "failover median ≤ etcd's at equal election timeout", Status: "not measured", Figure: "—"}
+	for _, r := range res.Rows {
+		if r.Workload == wlFailover && r.Peer != sysEtcd && len(r.A) > 0 && len(r.B) > 0 {
+			eq.Figure = fmt.Sprintf("%s ms vs %s ms (%s)", num(median(r.A)), num(median(r.B)), r.Peer)
+			eq.Status = status(median(r.A) <= median(r.B))
+		}
+	}
+	res.Goals = append(res.Goals, eq)
+	var nginx, squid, p50, p99 []Goal
+	for _, pc := range proxyCases {
+		maxCase := fmt.Sprintf("%s max rate, %d conns", pc.method, res.Settings.ProxyConns)
+		fixCase := fmt.Sprintf("%s at %.0f req/s", pc.method, res.Settings.FixedRate)
+		nginx = append(nginx, ratioGoal(res, "", wlProxy, maxCase, "req/s", pathNginx, 0.9))
+		squid = append(squid, ratioGoal(res, "", wlProxy, maxCase, "req/s", pathSquid, 3))
+		r, _ := res.find(wlProxy, fixCase, "added p50 µs", pathNginx)
+		p50 = append(p50, boundGoal("", r.A, 100, "µs "+pc.method))
+		r, _ = res.find(wlProxy, fixCase, "added p99 µs", pathNginx)
+		p99 = append(p99, boundGoal("", r.A, 1000, "µs "+pc.method))
+	}
+	res.Goals = append(res.Goals,
+		merge("proxy throughput ≥ 0.9× nginx (GET; POST)", nginx...),
+		merge("proxy throughput ≥ 3× squid (GET; POST)", squid...),
+		merge(fmt.Sprintf("proxy added p50 ≤ 100 µs at %.0f req/s", res.Settings.FixedRate), p50...),
+		merge(fmt.Sprintf("proxy added p99 ≤ 1 ms at %.0f req/s", res.Settings.FixedRate), p99...),
+	)
+	mem := fmt.Sprintf("%d leases", res.Settings.MemLeases)
+	var perLease []float64
+	for _, r := range res.Runs {
+		if r.Workload == wlMemory && r.Case == mem && r.System == sysFP && r.Extra["leases"] > 0 {
+			perLease = append(perLease, max(r.Extra["leader bytes/lease"], r.Extra["follower bytes/lease"]))
+		}
+	}
+	res.Goals = append(res.Goals, boundGoal("≤ 1 KiB per lease in the cluster (worst node)", perLease, 1024, "B/lease"))
+}

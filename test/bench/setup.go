@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// peerPackages maps each peer binary the harness runs to its Debian package.
+var peerPackages = []struct{ bin, pkg string }{
+	{"etcd", "etcd-server"},
+	{"etcdctl", "etcd-client"},
+	{"nginx", "nginx"},
+	{"squid", "squid"},
+}
+
+// binPath finds a peer binary on PATH or in /usr/sbin (root's PATH on a
+// fresh machine may lack it).
+func binPath(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/sbin"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// installPeers installs the Debian packages of missing peers. It needs root
+// and waits up to ten minutes for another apt run to release its lock.
+func installPeers() error {
+	var need []string
+	for _, p := range peerPackages {
+		if binPath(p.bin) == "" {
+			need = append(need, p.pkg)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("missing %s and not root: install them with apt-get", strings.Join(need, ", "))
+	}
+	logf("installing %s with apt-get", strings.Join(need, " "))
+	lock := "-o DPkg::Lock::Timeout=600"
+	script := fmt.Sprintf("apt-get %s update -qq && DEBIAN_FRONTEND=noninteractive apt-get %s install -y -qq --no-install-recommends %s",
+		lock, lock, strings.Join(need, " "))
+	cmd := exec.Command("sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("apt-get: %w\n%s", err, out)
+	}
+	// Debian may start the packaged services; the harness leaves them alone
+	// (it stops only what it started) and runs its own instances on free
+	// loopback ports.
+	for _, p := range peerPackages {
+		if binPath(p.bin) == "" {
+			return fmt.Errorf("%s still missing after installing %s", p.bin, p.pkg)
+		}
+	}
+	return nil
+}
+
+// buildFencepost builds ./cmd/fencepost of the main module (two levels up)
+// into dir and returns the binary's path.
+func buildFencepost(root, dir string) (string, error) {
+	out := filepath.Join(dir, "fencepost")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/fencepost")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/fencepost: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// hasSubcommand reports whether the fencepost binary lists sub in its help.
+func hasSubcommand(bin, sub string) bool {
+	out, _ := exec.Command(bin, "help").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == sub {
+			return true
+		}
+	}
+	return strings.Contains(string(out), "<"+sub+"|") || strings.Contains(string(out), "|"+sub+"|") ||
+		strings.Contains(string(out), "|"+sub+">")
+}
+
+// Machine describes the host a run was made on.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+	Etcd      string `json:"etcd"`
+	Nginx     string `json:"nginx"`
+	Squid     string `json:"squid"`
+	LoadAvg   string `json:"loadAvgAtStart"`
+	StartedAt string `json:"startedAt"`
+}
+
+// describeMachine gathers nproc, the CPU model, memory and peer versions.
+func describeMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), StartedAt: time.Now().UTC().Format(time.RFC3339)}
+	m.CPUModel = firstField("/proc/cpuinfo", "model name")
+	if v := firstField("/proc/meminfo", "MemTotal"); v != "" {
+		var kib int64
+		fmt.Sscanf(v, "%d", &kib)
+		m.MemoryMiB = kib / 1024
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	m.Etcd = versionLine(binPath("etcd"), "--version")
+	m.Nginx = versionLine(binPath("nginx"), "-v")
+	m.Squid = versionLine(binPath("squid"), "-v")
+	return m
+}
+
+// firstField returns the value of the first "key : value" line in path.
+func firstField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// versionLine runs bin with flag and returns the first output line.
+func versionLine(bin, flag string) string {
+	if bin == "" {
+		return "not installed"
+	}
+	out, _ := exec.Command(bin, flag).CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(line)
+}
+
+// logf prints a progress line to stderr with the elapsed time.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(startTime).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// startTime is when the harness started, for progress lines.
+var startTime = time.Now()

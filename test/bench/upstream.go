@@ -1,0 +1,33 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/valyala/fasthttp"
+)
+
+// upstreamBody is what the upstream answers every request with.
+var upstreamBody = []byte(`{"ok":true,"from":"bench-upstream"}` + "\n")
+
+// runUpstream is the hidden "upstream ADDR" mode of the harness binary: a
+// small fasthttp server that every proxy path ends at. It runs in its own
+// process so its CPU use is not mixed with the load generator's. It reads
+// the request body (so a POST costs its bytes) and answers 200 with a short
+// JSON body.
+func runUpstream(addr string) {
+	s := &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			_ = len(ctx.PostBody())
+			ctx.SetContentType("application/json")
+			ctx.SetBody(upstreamBody)
+		},
+		Name:                          "bench-upstream",
+		DisableHeaderNamesNormalizing: true,
+		ReadBufferSize:                8192,
+	}
+	if err := s.ListenAndServe(addr); err != nil {
+		fmt.Fprintln(os.Stderr, "upstream:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// wlMemory names workload 6.
+const wlMemory = "6 memory"
+
+// memCluster is a cluster whose nodes' RSS the harness can read.
+type memCluster interface {
+	name() string
+	waitLeader(d time.Duration) (int, error)
+	pid(i int) int
+	endpoints() []string
+}
+
+// nodeRSS reads every node's VmRSS in KiB.
+func nodeRSS(c memCluster) []int64 {
+	var out []int64
+	for i := range c.endpoints() {
+		r, _ := rssKiB(c.pid(i))
+		out = append(out, r)
+	}
+	return out
+}
+
+// memoryLoad measures workload 6 on one cluster: RSS of every node, then
+// n leases are taken (fill, bounded by limit), then RSS again after a
+// short settle. Bytes per lease = RSS growth / leases held, for the leader
+// and for the largest follower.
+func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill func(n int, deadline time.Time) (int, error)) {
+	leader, err := c.waitLeader(10 * time.Second)
+	if err != nil {
+		logf("%s %s: %v", wlMemory, c.name(), err)
+		return
+	}
+	before := nodeRSS(c)
+	t0 := time.Now()
+	held, err := fill(n, t0.Add(limit))
+	el := time.Since(t0)
+	time.Sleep(2 * time.Second)
+	after := nodeRSS(c)
+	m := Measure{Ops: int64(held), Elapsed: el, Rate: float64(held) / el.Seconds()}
+	if err != nil {
+		m.Errors, m.FirstEr = 1, err.Error()
+	}
+	x := map[string]float64{"leases": float64(held)}
+	if held > 0 {
+		x["leader MiB"] = float64(after[leader]) / 1024
+		x["leader bytes/lease"] = float64(after[leader]-before[leader]) * 1024 / float64(held)
+		fol := 0.0
+		for i := range after {
+			if i != leader {
+				fol = max(fol, float64(after[i]-before[i])*1024/float64(held))
+			}
+		}
+		x["follower bytes/lease"] = fol
+	}
+	res.add(Run{Workload: wlMemory, Case: fmt.Sprintf("%d leases", n), System: c.name(), Rep: 1, Measure: m, Extra: x})
+	logf("%s %s: %d leases in %.1fs; leader RSS %d→%d KiB (%.0f B/lease), followers max %.0f B/lease %s",
+		wlMemory, c.name(), held, el.Seconds(), before[leader], after[leader], x["leader bytes/lease"], x["follower bytes/lease"], m.FirstEr)
+}
+
+// fpFill opens one session per 100 leases and acquires n tasks through
+// them with 64 workers.
+func fpFill(addr string) func(n int, deadline time.Time) (int, error) {
+	return func(n int, deadline time.Time) (int, error) {
+		cl := newFPClient(addr, 64, opTimeout)
+		tag := time.Now().UnixNano()
+		sessions := make([]string, (n+99)/100)
+		if err := parallel(len(sessions), 32, func(i int) error {
+			sid, err := cl.openSession(fmt.Sprintf("mem-%d-%d", tag, i))
+			sessions[i] = sid
+			return err
+		}); err != nil {
+			return 0, err
+		}
+		done := make([]bool, n)
+		err := parallel(n, 64, func(i int) error {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("time limit reached")
+			}
+			_, err := cl.acquire(fmt.Sprintf("mem-%d-%d", tag, i), sessions[i/100], benchProfile)
+			done[i] = err == nil
+			return err
+		})
+		return count(done), err
+	}
+}
+
+// etcdFill grants n leases, each with its task key attached (the same
+// record the acquire workload makes), with 64 workers.
+func etcdFill(url string) func(n int, deadline time.Time) (int, error) {
+	return func(n int, deadline time.Time) (int, error) {
+		var cls []*clientv3.Client
+		for i := 0; i < 4; i++ {
+			cli, err := newEtcdClient(url)
+			if err != nil {
+				return 0, err
+			}
+			defer cli.Close()
+			cls = append(cls, cli)
+		}
+		tag := time.Now().UnixNano()
+		done := make([]bool, n)
+		err := parallel(n, 64, func(i int) error {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("time limit reached")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			defer cancel()
+			err := etcdAcquire(ctx, cls[i%len(cls)], fmt.Sprintf("/mem/%d/%d", tag, i),
+				func(clientv3.LeaseID) error { return nil })
+			done[i] = err == nil
+			return err
+		})
+		runtime.GC()
+		return count(done), err
+	}
+}
+
+// count returns how many of bs are true.
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
