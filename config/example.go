@@ -36,6 +36,9 @@ node_id: ""
 data_dir: ""
 # Cluster HTTP API, used by sidecars, operators and joining nodes.
 http_addr: 127.0.0.1:7400
+# Address other members forward API requests to; never a wildcard.
+# Empty: http_addr (which then must not be a wildcard).
+http_advertise: ""
 # Raft transport. To listen on every interface use 0.0.0.0:7401 and set
 # raft_advertise.
 raft_addr: 127.0.0.1:7401

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +16,10 @@ type Server struct {
 	DataDir string `yaml:"data_dir" doc:"raft log, stable store and snapshots (default ./fencepost-data/<node_id>)"`
 	// HTTPAddr is where the cluster's HTTP API listens.
 	HTTPAddr string `yaml:"http_addr" doc:"cluster HTTP API listen address"`
+	// HTTPAdvertise is the API address other members forward requests to
+	// (and sidecars are told about); it must be a concrete host. Empty
+	// means http_addr, which then must not be a wildcard.
+	HTTPAdvertise string `yaml:"http_advertise" doc:"API address other members forward to (default: http_addr)"`
 	// RaftAddr is where raft's TCP transport listens.
 	RaftAddr string `yaml:"raft_addr" doc:"raft transport listen address"`
 	// RaftAdvertise is the raft address other nodes dial; it must be a
@@ -192,6 +197,13 @@ func (s *Server) Validate() error {
 	_, raftPort, raftOK := checkAddr(&p, "raft_addr", s.RaftAddr)
 	if httpOK && raftOK && httpPort != 0 && httpPort == raftPort {
 		p.invalid("raft_addr", "must differ from http_addr (both use port %d)", raftPort)
+	}
+	if s.HTTPAdvertise != "" {
+		if host, port, ok := checkAddr(&p, "http_advertise", s.HTTPAdvertise); ok && (isUnspecified(host) || port == 0) {
+			p.invalid("http_advertise", "must be a host and non-zero port other members can reach (got %q)", s.HTTPAdvertise)
+		}
+	} else if host, _, err := net.SplitHostPort(s.HTTPAddr); err == nil && isUnspecified(host) {
+		p.invalid("http_advertise", "must be set when http_addr is a wildcard (%q): other members forward requests to it", s.HTTPAddr)
 	}
 	if host, port, ok := checkAddr(&p, "raft_advertise", s.RaftAdvertise); ok && (isUnspecified(host) || port == 0) {
 		p.invalid("raft_advertise", "must be a host and non-zero port other nodes can dial (got %q); set it when raft_addr is a wildcard or port 0", s.RaftAdvertise)
