@@ -31,6 +31,10 @@ type Store struct {
 	raft   *raft.Raft
 	bolt   *raftboltdb.BoltStore
 	trans  raft.Transport
+	// net is the TCP transport under trans; Close must release its pooled
+	// connections (raft's Shutdown closes only the listener), or the
+	// peers' connection handlers would wait on them forever.
+	net    *raft.NetworkTransport
 	hclog  hclog.Logger
 	lessor *lessor
 	verify *verifier
@@ -112,7 +116,7 @@ func (s *Store) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("raftstore: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	s.trans = nt
+	s.trans, s.net = nt, nt
 	if cfg.transportWrap != nil {
 		s.trans = cfg.transportWrap(nt)
 	}
@@ -178,6 +182,7 @@ func (s *Store) Close() error {
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.closeErr = fmt.Errorf("raftstore: raft shutdown: %w", err)
 		}
+		s.net.CloseStreams()
 		if err := s.bolt.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("raftstore: close log store: %w", err)
 		}

@@ -31,16 +31,22 @@ type fsmSnapshot struct{ data []byte }
 // Snapshot implements raft.FSM.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	var buf bytes.Buffer
-	if err := f.writeState(&buf); err != nil {
+	if err := f.writeState(&buf, true); err != nil {
 		return nil, err
 	}
 	return &fsmSnapshot{data: buf.Bytes()}, nil
 }
 
-func (f *fsm) writeState(w io.Writer) error {
+// writeState encodes the state; withApplied adds the applied index, which
+// snapshots need but the state hash leaves out (an ignored entry advances
+// it without changing anything).
+func (f *fsm) writeState(w io.Writer, withApplied bool) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	h := snapshotHeader{Format: snapshotFormat, Applied: f.applied.get(), Keys: f.keys}
+	h := snapshotHeader{Format: snapshotFormat, Keys: f.keys}
+	if withApplied {
+		h.Applied = f.applied.get()
+	}
 	for _, n := range f.nodes {
 		h.Nodes = append(h.Nodes, n)
 	}
@@ -94,11 +100,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 // StateHash returns a digest of the replicated state (model, members'
-// addresses, signing keys). Replicas that applied the same log return the
+// addresses, signing keys), without the applied index. Replicas that applied the same log return the
 // same hash.
 func (f *fsm) StateHash() [32]byte {
 	h := sha256.New()
-	if err := f.writeState(h); err != nil {
+	if err := f.writeState(h, false); err != nil {
 		panic(fmt.Sprintf("raftstore: hash state: %v", err))
 	}
 	var out [32]byte

@@ -1,0 +1,264 @@
+package raftstore
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock is a Clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+const (
+	lTTL   = 10 * time.Second
+	lGrace = 2 * time.Second
+)
+
+// lessorModel drives a real lease.Model with the lessor's plans, as the
+// leader's expiry loop does, without raft.
+type lessorModel struct {
+	t     *testing.T
+	clock *fakeClock
+	m     *lease.Model
+	l     *lessor
+	index uint64
+}
+
+func newLessorModel(t *testing.T) *lessorModel {
+	c := newFakeClock()
+	return &lessorModel{t: t, clock: c, m: lease.New(), l: newLessor(c, lGrace, time.Hour)}
+}
+
+func (lm *lessorModel) apply(cmd lease.Command) lease.Result {
+	lm.index++
+	if cmd.Time.IsZero() {
+		cmd.Time = lm.clock.Now()
+	}
+	return lm.m.Apply(lm.index, &cmd)
+}
+
+// grant opens a session and grants it a fresh task; it returns the lease.
+func (lm *lessorModel) grant(task, session string) lease.Lease {
+	lm.apply(lease.Command{Op: lease.OpOpenSession, SessionID: session, WorkerID: "w-" + session})
+	res := lm.apply(lease.Command{Op: lease.OpAcquire, TaskID: task, SessionID: session, Create: true, TTL: lTTL, Heartbeat: lTTL / 3})
+	require.NoError(lm.t, res.Err)
+	return *res.Lease
+}
+
+// tick runs one expiry plan and applies it; it returns the ops proposed.
+func (lm *lessorModel) tick() []lease.Op {
+	in := expiryInput{Leases: lm.m.LiveLeases(), Waiting: map[string]uint64{}}
+	for _, id := range lm.m.WaitingDue(lm.clock.Now()) {
+		t, _ := lm.m.Task(id)
+		in.Waiting[id] = t.Lease.Epoch
+	}
+	for _, s := range lm.m.Sessions() {
+		in.Sessions = append(in.Sessions, s.ID)
+	}
+	var ops []lease.Op
+	for _, c := range lm.l.plan(in, 100) {
+		ops = append(ops, c.Op)
+		lm.apply(c)
+	}
+	return ops
+}
+
+func (lm *lessorModel) status(task string) lease.Status {
+	t, ok := lm.m.Task(task)
+	require.True(lm.t, ok)
+	return t.Lease.Status
+}
+
+func (lm *lessorModel) heartbeat(session string) {
+	lm.l.renew(lm.clock.Now(), session, lm.m.SessionLeases(session))
+}
+
+func TestLessorRenewExtends(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	lm.grant("a", "s1")
+	for range 5 {
+		lm.clock.Advance(lTTL - time.Second)
+		lm.heartbeat("s1")
+		require.Empty(t, lm.tick(), "a renewed lease must not be suspected")
+		require.Equal(t, lease.StatusActive, lm.status("a"))
+	}
+	l, _ := lm.m.Task("a")
+	require.Equal(t, lm.clock.Now().Add(lTTL), lm.l.deadline(*l.Lease))
+}
+
+func TestLessorSuspectThenRevive(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	g := lm.grant("a", "s1")
+	lm.clock.Advance(lTTL)
+	require.Empty(t, lm.tick(), "exactly at the deadline is not overdue")
+	lm.clock.Advance(time.Millisecond)
+	require.Equal(t, []lease.Op{lease.OpSuspect}, lm.tick())
+	require.Equal(t, lease.StatusSuspectDead, lm.status("a"))
+
+	// A late heartbeat within the grace: the store proposes a revive with
+	// the same epoch; the renewal keeps the expiry loop away meanwhile.
+	lm.clock.Advance(lGrace / 2)
+	lm.heartbeat("s1")
+	require.Empty(t, lm.tick())
+	res := lm.apply(lease.Command{Op: lease.OpRevive, TaskID: "a", Epoch: g.Epoch, SessionID: "s1"})
+	require.NoError(t, res.Err)
+	require.Equal(t, g.Epoch, res.Lease.Epoch, "revive keeps the epoch")
+	require.Equal(t, lease.StatusActive, lm.status("a"))
+	lm.clock.Advance(lTTL - time.Millisecond)
+	require.Empty(t, lm.tick())
+}
+
+func TestLessorSuspectExpireReclaim(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	g := lm.grant("a", "s1")
+	lm.apply(lease.Command{Op: lease.OpCheckpoint, TaskID: "a", SessionID: "s1", Epoch: g.Epoch, Step: "one", Data: []byte("x")})
+	lm.clock.Advance(lTTL + time.Millisecond)
+	require.Equal(t, []lease.Op{lease.OpSuspect}, lm.tick())
+	lm.clock.Advance(lGrace - time.Millisecond)
+	require.Empty(t, lm.tick(), "grace not over yet")
+	lm.clock.Advance(time.Millisecond)
+	require.Equal(t, []lease.Op{lease.OpExpire}, lm.tick())
+	require.Equal(t, lease.StatusExpired, lm.status("a"))
+	require.Equal(t, []lease.Op{lease.OpReclaim}, lm.tick())
+	require.Equal(t, lease.StatusReclaimed, lm.status("a"))
+	require.Empty(t, lm.tick())
+
+	// The next owner gets a higher epoch and the checkpoint.
+	lm.apply(lease.Command{Op: lease.OpOpenSession, SessionID: "s2", WorkerID: "w2"})
+	res := lm.apply(lease.Command{Op: lease.OpClaim, SessionID: "s2"})
+	require.NoError(t, res.Err)
+	require.Greater(t, res.Lease.Epoch, g.Epoch)
+	require.Equal(t, "one", res.Task.Checkpoint.Step)
+}
+
+func TestLessorReclaimWaitsForIntents(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	g := lm.grant("a", "s1")
+	res := lm.apply(lease.Command{Op: lease.OpIntent, TaskID: "a", SessionID: "s1", Epoch: g.Epoch,
+		Effect: &lease.Effect{Key: "k", Method: "POST", Deadline: lm.clock.Now().Add(lTTL + lGrace + 5*time.Second)}})
+	require.NoError(t, res.Err)
+	lm.clock.Advance(lTTL + time.Millisecond)
+	lm.tick()
+	lm.clock.Advance(lGrace + time.Millisecond)
+	lm.tick()
+	require.Equal(t, lease.StatusExpired, lm.status("a"))
+	in := expiryInput{Leases: lm.m.LiveLeases(), IntentsUntil: map[string]time.Time{"a": g.AcquiredAt.Add(lTTL + lGrace + 5*time.Second)}}
+	require.Empty(t, lm.l.plan(in, 10), "no reclaim while an intent is in flight")
+	lm.clock.Advance(5 * time.Second)
+	cmds := lm.l.plan(in, 10)
+	require.Len(t, cmds, 1)
+	require.Equal(t, lease.OpReclaim, cmds[0].Op)
+}
+
+func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
+	c := newFakeClock()
+	l := newLessor(c, lGrace, time.Hour)
+	start := c.Now()
+	var leases []lease.Lease
+	for i := range 200 {
+		leases = append(leases, lease.Lease{TaskID: "t" + string(rune('A'+i%26)) + string(rune('a'+i/26)), Epoch: uint64(i + 1),
+			TTL: lTTL, Status: lease.StatusActive, ExpiresAt: start.Add(time.Second)})
+	}
+	// One lease was renewed by this node far into the future earlier
+	// (it led before, and LeaderCh coalesced the change): keep it.
+	far := start.Add(time.Hour)
+	l.deadlines[leaseKey{leases[0].TaskID, leases[0].Epoch}] = far
+	l.promote(leases, []string{"s1"})
+
+	distinct := map[time.Time]bool{}
+	for i, ls := range leases {
+		d := l.deadline(ls)
+		if i == 0 {
+			require.Equal(t, far, d, "promote must never shorten a deadline")
+			continue
+		}
+		require.False(t, d.Before(start.Add(lTTL)), "every lease gets at least now + TTL")
+		require.True(t, d.Before(start.Add(lTTL+lTTL/10)), "stagger stays within 10%% of TTL")
+		distinct[d] = true
+		// Deterministic per lease.
+		require.Equal(t, start.Add(lTTL+l.stagger(leaseKey{ls.TaskID, ls.Epoch}, lTTL)), d)
+	}
+	require.Greater(t, len(distinct), 150, "expiries are spread, not one storm")
+
+	// A second promote later extends again, never back.
+	c.Advance(time.Second)
+	before := l.deadline(leases[5])
+	l.promote(leases, nil)
+	require.False(t, l.deadline(leases[5]).Before(before))
+	require.False(t, l.deadline(leases[5]).Before(c.Now().Add(lTTL)))
+
+	// Nothing expires before now + TTL after a promote.
+	in := expiryInput{Leases: leases}
+	c.Advance(lTTL - time.Millisecond)
+	require.Empty(t, l.plan(in, 1000))
+
+	l.demote()
+	require.Empty(t, l.plan(in, 1000), "a demoted lessor proposes nothing")
+	require.Zero(t, l.renew(c.Now(), "s1", leases), "a demoted lessor renews nothing")
+}
+
+func TestLessorRateLimitAndIdleSessions(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.idle = 30 * time.Second
+	lm.l.promote(nil, nil)
+	for i := range 10 {
+		lm.grant("t"+string(rune('a'+i)), "s"+string(rune('a'+i)))
+	}
+	lm.clock.Advance(lTTL + time.Millisecond)
+	require.Len(t, lm.l.plan(expiryInput{Leases: lm.m.LiveLeases()}, 3), 3, "at most limit proposals per tick")
+	ops := lm.tick()
+	require.Len(t, ops, 10)
+
+	// Sessions with no heartbeat for longer than idle are closed.
+	lm.clock.Advance(31 * time.Second)
+	lm.heartbeat("sa")
+	var closes int
+	for _, op := range lm.tick() {
+		if op == lease.OpCloseSession {
+			closes++
+		}
+	}
+	require.Equal(t, 9, closes)
+	_, ok := lm.m.Session("sa")
+	require.True(t, ok)
+}
+
+func TestLessorWaitDeadlineSignals(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	g := lm.grant("a", "s1")
+	res := lm.apply(lease.Command{Op: lease.OpWait, TaskID: "a", SessionID: "s1", Epoch: g.Epoch, Deadline: lm.clock.Now().Add(time.Minute)})
+	require.NoError(t, res.Err)
+	lm.clock.Advance(time.Minute - time.Millisecond)
+	require.Empty(t, lm.tick())
+	lm.clock.Advance(time.Millisecond)
+	require.Equal(t, []lease.Op{lease.OpSignal}, lm.tick())
+	tk, _ := lm.m.Task("a")
+	require.Equal(t, lease.TaskPending, tk.State)
+}
