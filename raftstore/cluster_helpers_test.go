@@ -26,10 +26,10 @@ import (
 // stepped down in the middle of unrelated tests.
 const (
 	testRaftHeartbeat = 150 * time.Millisecond
-	testTTL       = time.Second
-	testHeartbeat = 300 * time.Millisecond
-	testGrace     = 300 * time.Millisecond
-	waitTimeout   = 10 * time.Second
+	testTTL           = time.Second
+	testHeartbeat     = 300 * time.Millisecond
+	testGrace         = 300 * time.Millisecond
+	waitTimeout       = 10 * time.Second
 )
 
 func testConfig(t testing.TB, id string) Config {

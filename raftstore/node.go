@@ -27,10 +27,10 @@ type Store struct {
 	log   *zap.Logger
 	clock Clock
 
-	fsm    *fsm
-	raft   *raft.Raft
-	bolt   *raftboltdb.BoltStore
-	trans  raft.Transport
+	fsm   *fsm
+	raft  *raft.Raft
+	bolt  *raftboltdb.BoltStore
+	trans raft.Transport
 	// net is the TCP transport under trans; Close must release its pooled
 	// connections (raft's Shutdown closes only the listener), or the
 	// peers' connection handlers would wait on them forever.

@@ -149,15 +149,24 @@ func TestInputValidation(t *testing.T) {
 	ctx := ctxT(t)
 	sid := openSession(t, s, "w")
 	for name, err := range map[string]error{
-		"empty id":      func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{}); return err }(),
-		"long id":       func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{TaskID: "123456789"}); return err }(),
-		"bad utf8":      func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{TaskID: "a\xff"}); return err }(),
-		"control char":  func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{TaskID: "a\nb"}); return err }(),
-		"bad outcome":   func() error { _, err := s.Release(ctx, "", "t", api.ReleaseRequest{SessionID: sid, Epoch: 1, Outcome: "maybe"}); return err }(),
-		"no epoch":      func() error { _, err := s.Checkpoint(ctx, "", "t", api.CheckpointRequest{SessionID: sid}); return err }(),
-		"wait too long": func() error { _, err := s.Wait(ctx, "", "t", api.WaitRequest{SessionID: sid, Epoch: 1, TimeoutMs: 1 << 60}); return err }(),
-		"no worker":     func() error { _, err := s.OpenSession(ctx, "", api.OpenSessionRequest{}); return err }(),
-		"bad status":    func() error { _, err := s.Outcome(ctx, "", "t", "k", api.OutcomeRequest{Epoch: 1, Status: 42}); return err }(),
+		"empty id":     func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{}); return err }(),
+		"long id":      func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{TaskID: "123456789"}); return err }(),
+		"bad utf8":     func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{TaskID: "a\xff"}); return err }(),
+		"control char": func() error { _, err := s.CreateTask(ctx, "", api.CreateTaskRequest{TaskID: "a\nb"}); return err }(),
+		"bad outcome": func() error {
+			_, err := s.Release(ctx, "", "t", api.ReleaseRequest{SessionID: sid, Epoch: 1, Outcome: "maybe"})
+			return err
+		}(),
+		"no epoch": func() error { _, err := s.Checkpoint(ctx, "", "t", api.CheckpointRequest{SessionID: sid}); return err }(),
+		"wait too long": func() error {
+			_, err := s.Wait(ctx, "", "t", api.WaitRequest{SessionID: sid, Epoch: 1, TimeoutMs: 1 << 60})
+			return err
+		}(),
+		"no worker": func() error { _, err := s.OpenSession(ctx, "", api.OpenSessionRequest{}); return err }(),
+		"bad status": func() error {
+			_, err := s.Outcome(ctx, "", "t", "k", api.OutcomeRequest{Epoch: 1, Status: 42})
+			return err
+		}(),
 	} {
 		require.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
@@ -180,7 +189,9 @@ func TestConfigValidate(t *testing.T) {
 			c.ElectionTimeout = 20 * time.Second
 			c.HeartbeatTimeout = time.Second
 		},
-		"TTL/3":          func(c *Config) { c.Profiles = map[string]Profile{"short": {TTL: 21 * time.Second, Heartbeat: 8 * time.Second}} },
+		"TTL/3": func(c *Config) {
+			c.Profiles = map[string]Profile{"short": {TTL: 21 * time.Second, Heartbeat: 8 * time.Second}}
+		},
 		"DefaultProfile": func(c *Config) { c.DefaultProfile = "nope" },
 		"MaxTTL":         func(c *Config) { c.Profiles = map[string]Profile{"short": {TTL: time.Hour, Heartbeat: time.Second}} },
 		"SigningKey":     func(c *Config) { c.SigningKey = []byte{1} },
