@@ -73,7 +73,7 @@ type Command struct {
 	Data []byte `json:"data,omitempty"`
 
 	// OpWait (deadline, zero = none), OpIntent (effect deadline).
-	Deadline time.Time `json:"deadline,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
 
 	// OpRelease, OpRevoke, OpCancel, OpSignal.
 	Outcome Outcome `json:"outcome,omitempty"`

@@ -122,7 +122,7 @@ type Task struct {
 	Lease        *Lease        `json:"lease,omitempty"`
 	History      []Lease       `json:"history,omitempty"`
 	Checkpoint   *Checkpoint   `json:"checkpoint,omitempty"`
-	WaitDeadline time.Time     `json:"waitDeadline,omitempty"`
+	WaitDeadline time.Time     `json:"waitDeadline,omitzero"`
 	Signal       []byte        `json:"signal,omitempty"`
 	Result       []byte        `json:"result,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
