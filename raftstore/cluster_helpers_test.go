@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -46,6 +47,7 @@ func testConfig(t testing.TB, id string) Config {
 		SnapshotThreshold:  1 << 20,
 		Profiles: map[string]Profile{
 			"test": {TTL: testTTL, Heartbeat: testHeartbeat},
+			"mid":  {TTL: 3 * time.Second, Heartbeat: time.Second},
 			"long": {TTL: 30 * time.Second, Heartbeat: 5 * time.Second},
 		},
 		DefaultProfile: "test",
@@ -449,4 +451,22 @@ func (c *testCluster) openSession(worker string) string {
 	})
 	require.NoError(c.t, err)
 	return sess.SessionID
+}
+
+// acquire grants task (created with profile) to session through the leader.
+func (c *testCluster) acquire(rid, task, session, profile string) api.Grant {
+	c.t.Helper()
+	g, err := retryLeader(c, func(s *Store) (api.Grant, error) {
+		return s.Acquire(ctxT(c.t), rid, task, api.AcquireRequest{SessionID: session, Create: true, Profile: profile})
+	})
+	require.NoError(c.t, err)
+	return g
+}
+
+// task reads a task linearizably through the leader.
+func (c *testCluster) task(id string) *lease.Task {
+	c.t.Helper()
+	tk, err := retryLeader(c, func(s *Store) (*lease.Task, error) { return s.Task(ctxT(c.t), id, false) })
+	require.NoError(c.t, err)
+	return tk
 }
