@@ -24,7 +24,9 @@ func TestLeaderKillLeasesSurviveAndAreExtended(t *testing.T) {
 		return s.Checkpoint(ctxT(t), "cp1", "t1", api.CheckpointRequest{SessionID: sid, Epoch: g.Lease.Epoch, Step: "before-kill", Data: []byte("x")})
 	})
 	require.NoError(t, err)
-	_, err = retryLeader(c, func(s *Store) (api.HeartbeatResponse, error) { return s.Heartbeat(ctxT(t), sid, api.HeartbeatRequest{}) })
+	_, err = retryLeader(c, func(s *Store) (api.HeartbeatResponse, error) {
+		return s.Heartbeat(ctxT(t), sid, api.HeartbeatRequest{})
+	})
 	require.NoError(t, err)
 
 	old := c.waitForLeader()
