@@ -89,9 +89,12 @@ type memShard struct {
 	tasks map[TaskKey]*memTask
 }
 
+// memTask is one task's state, guarded by its shard's mu.
 type memTask struct {
-	maxSeen uint64        // guarded by the shard's mu
-	slot    chan struct{} // capacity 1: held while a write for the task runs
+	maxSeen uint64
+	busy    bool          // a write for the task is running
+	waiters int           // writes waiting for busy to clear
+	wake    chan struct{} // capacity 1, made on first contention
 }
 
 type idemKey struct {
@@ -143,7 +146,7 @@ func (s *MemStore) taskLocked(sh *memShard, k TaskKey) (*memTask, error) {
 			break
 		}
 	}
-	t := &memTask{slot: make(chan struct{}, 1)}
+	t := &memTask{}
 	sh.tasks[k] = t
 	return t, nil
 }
@@ -180,58 +183,73 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 		sh.mu.Unlock()
 		return nil, 0, err
 	}
-	if w.Epoch < t.maxSeen {
-		seen := t.maxSeen
-		sh.mu.Unlock()
-		return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}
-	}
 	var claim *memRecord
-	if w.IdempotencyKey != "" {
-		var replay *Response
-		claim, replay, err = s.claim(w)
-		if replay != nil {
-			// A replay is an accepted write that needs no slot: nothing new
-			// takes effect, but the newer owner's epoch is now the floor.
-			t.maxSeen = w.Epoch
-		}
-		if err != nil || replay != nil {
+	for first := true; ; first = false {
+		// Checked again after every wait: a higher epoch may have been
+		// accepted meanwhile, and this write must not take effect after it.
+		if w.Epoch < t.maxSeen {
+			seen := t.maxSeen
 			sh.mu.Unlock()
+			s.release(claim)
+			return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}
+		}
+		if first && w.IdempotencyKey != "" {
+			var replay *Response
+			claim, replay, err = s.claim(w)
 			if err != nil {
+				sh.mu.Unlock()
 				return nil, 0, err
 			}
-			return replay, Replayed, nil
+			if replay != nil {
+				// A replay is accepted without taking the task: nothing
+				// new takes effect, but the newer epoch becomes the floor.
+				t.maxSeen = w.Epoch
+				sh.mu.Unlock()
+				return replay, Replayed, nil
+			}
+		}
+		if !t.busy {
+			// The check, the raise of max_seen and taking the task happen
+			// in one critical section; the write runs before anyone else's
+			// for this task can be accepted.
+			t.busy = true
+			t.maxSeen = w.Epoch
+			sh.mu.Unlock()
+			break
+		}
+		if t.wake == nil {
+			t.wake = make(chan struct{}, 1)
+		}
+		t.waiters++
+		wake := t.wake
+		sh.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+		}
+		sh.mu.Lock()
+		t.waiters--
+		if err := ctx.Err(); err != nil {
+			s.handOn(t)
+			sh.mu.Unlock()
+			s.release(claim)
+			return nil, 0, err
 		}
 	}
-	sh.mu.Unlock()
 
 	committed := false
 	defer func() {
 		// Runs on error paths and when fn panics: a claim must never stay
-		// in progress after its write is gone.
+		// in progress after its write is gone, nor the task stay taken.
 		if !committed {
 			s.release(claim)
 		}
+		sh.mu.Lock()
+		t.busy = false
+		s.handOn(t)
+		sh.mu.Unlock()
 	}()
-	select {
-	case t.slot <- struct{}{}:
-	case <-ctx.Done():
-		return nil, 0, ctx.Err()
-	}
-	defer func() { <-t.slot }()
-	// max_seen is raised only here, holding the slot: a higher epoch may
-	// have been accepted while this write waited, and then this write must
-	// not take effect after it. Raising before the wait would let a write
-	// that later loses this race fence others without ever being accepted.
-	sh.mu.Lock()
-	seen := t.maxSeen
-	if w.Epoch >= seen {
-		t.maxSeen = w.Epoch
-	}
-	sh.mu.Unlock()
-	if w.Epoch < seen {
-		return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}
-	}
-	resp, err := fn(WithWrite(ctx, w))
+	resp, err := fn(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrWriteFailed, err)
 	}
@@ -246,6 +264,18 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 	}
 	committed = true
 	return resp, Executed, nil
+}
+
+// handOn wakes one waiter of t if the task is free; a wake-up already
+// pending in the buffer serves the same purpose. Called with the shard
+// lock held.
+func (s *MemStore) handOn(t *memTask) {
+	if !t.busy && t.waiters > 0 {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // claim looks the idempotency key up and, when absent, inserts a running

@@ -89,9 +89,9 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// WriteFunc performs the caller's write. ctx carries the accepted Write
-// (WriteFromContext) and, for transactional stores, the transaction the
-// write must use. A returned error or a non-recordable response (5xx)
+// WriteFunc performs the caller's write. ctx is the one given to Store.Do
+// (the Validator puts the accepted Write in it, see WriteFromContext) plus,
+// for transactional stores, the transaction the write must use. A returned error or a non-recordable response (5xx)
 // aborts: nothing is recorded and the store rolls back what it can.
 type WriteFunc func(ctx context.Context) (*Response, error)
 
@@ -119,8 +119,8 @@ type Store interface {
 
 type writeCtxKey struct{}
 
-// WithWrite returns a context carrying the accepted write; stores call it
-// before running a WriteFunc.
+// WithWrite returns a context carrying the write; the Validator calls it
+// before Store.Do so the handler can read the write back.
 func WithWrite(ctx context.Context, w Write) context.Context {
 	return context.WithValue(ctx, writeCtxKey{}, w)
 }

@@ -208,7 +208,7 @@ func (v *Validator) Check(ctx context.Context, in Input, fn WriteFunc) Result {
 	if err != nil {
 		return v.reject(w, err)
 	}
-	resp, outcome, err := v.cfg.Store.Do(ctx, w, fn)
+	resp, outcome, err := v.cfg.Store.Do(WithWrite(ctx, w), w, fn)
 	if err != nil {
 		return v.reject(w, err)
 	}
