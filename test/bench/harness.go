@@ -17,6 +17,8 @@ type harness struct {
 	only map[string]bool
 	ps   ports
 
+	prebuilt string // --fencepost: a binary to use instead of building one
+
 	fpBin string
 	fp    *fpCluster
 	etcd  *etcdCluster
@@ -42,7 +44,10 @@ func (h *harness) run() error {
 	}
 	h.res.Machine = describeMachine()
 	logf("machine: %d CPUs, %s, %d MiB, load %s", h.res.Machine.CPUs, h.res.Machine.CPUModel, h.res.Machine.MemoryMiB, h.res.Machine.LoadAvg)
-	bin, err := buildFencepost(h.root, h.dir)
+	bin, err := h.prebuilt, error(nil)
+	if bin == "" {
+		bin, err = buildFencepost(h.root, h.dir)
+	}
 	switch {
 	case err != nil:
 		h.skip("fencepost build", err)

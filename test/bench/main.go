@@ -51,10 +51,10 @@ var fullPlan = Plan{
 
 // quickPlan is the smoke run: under two minutes.
 var quickPlan = Plan{
-	Reps: 1, Dur: 700 * time.Millisecond, MaxOps: 1_000_000, Conc: []int{1, 16, 64},
+	Reps: 1, Dur: 600 * time.Millisecond, MaxOps: 1_000_000, Conc: []int{1, 16, 64},
 	Sessions: 100, LeasesPer: 10, FailoverReps: 2,
-	MemLeases: 10_000, MemLimit: 15 * time.Second,
-	ProxyReps: 1, ProxyDur: 700 * time.Millisecond, ProxyConns: 32, FixedRate: 5000,
+	MemLeases: 5_000, MemLimit: 10 * time.Second,
+	ProxyReps: 1, ProxyDur: 600 * time.Millisecond, ProxyConns: 32, FixedRate: 5000,
 }
 
 func main() {
@@ -67,6 +67,7 @@ func main() {
 	md := flag.String("md", "../../BENCHMARKS.md", "BENCHMARKS.md to regenerate; empty to skip")
 	only := flag.String("only", "", "comma-separated workload numbers to run (1-6); default all")
 	keep := flag.Bool("keep", false, "keep the temporary directory (logs, data dirs)")
+	fpBin := flag.String("fencepost", "", "use this fencepost binary instead of building ./cmd/fencepost")
 	flag.Parse()
 
 	plan, mode := fullPlan, "full"
@@ -101,7 +102,7 @@ func main() {
 		os.Exit(130)
 	}()
 	res := &Results{Mode: mode, Settings: plan}
-	h := &harness{plan: plan, res: res, root: root, dir: dir, only: parseOnly(*only)}
+	h := &harness{plan: plan, res: res, root: root, dir: dir, only: parseOnly(*only), prebuilt: *fpBin}
 	runErr := h.run()
 	cleanup()
 	res.Seconds = time.Since(startTime).Seconds()

@@ -49,19 +49,24 @@ func ratioCell(r Row) string {
 	return fmt.Sprintf("%.2f×%s", x, mark)
 }
 
-// markdownTable renders every row: medians with min–max over the reps, and
-// the ratio ours/peer.
+// markdownTable renders every row, one table per workload: medians with
+// min–max over the reps, and the ratio ours/peer.
 func markdownTable(res *Results) string {
 	var b strings.Builder
-	b.WriteString("| workload | case | metric | ours | ours: median (min–max) | peer | peer: median (min–max) | ratio ours/peer |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	last := ""
 	for _, r := range res.Rows {
+		if r.Workload != last {
+			last = r.Workload
+			fmt.Fprintf(&b, "\n### %s\n\n", r.Workload)
+			b.WriteString("| case | metric | ours | ours: median (min–max) | peer | peer: median (min–max) | ratio ours/peer |\n")
+			b.WriteString("|---|---|---|---|---|---|---|\n")
+		}
 		dir := "↑"
 		if !r.Higher {
 			dir = "↓"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s | %s | %s | %s |\n",
-			r.Workload, r.Case, r.Metric, dir, r.Ours, cell(r.A), r.Peer, cell(r.B), ratioCell(r))
+		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s | %s |\n",
+			r.Case, r.Metric, dir, r.Ours, cell(r.A), r.Peer, cell(r.B), ratioCell(r))
 	}
 	return b.String()
 }
