@@ -43,10 +43,10 @@ type Plan struct {
 
 // fullPlan is the published run: about 15 minutes on 2 cores.
 var fullPlan = Plan{
-	Reps: 3, Dur: 3 * time.Second, MaxOps: 5_000_000, Conc: []int{1, 16, 64},
-	Sessions: 1000, LeasesPer: 10, FailoverReps: 5,
-	MemLeases: 100_000, MemLimit: 120 * time.Second,
-	ProxyReps: 3, ProxyDur: 3 * time.Second, ProxyConns: 32, FixedRate: 5000,
+	Reps: 5, Dur: 2 * time.Second, MaxOps: 5_000_000, Conc: []int{1, 16, 64},
+	Sessions: 1000, LeasesPer: 10, FailoverReps: 7,
+	MemLeases: 100_000, MemLimit: 180 * time.Second,
+	ProxyReps: 3, ProxyDur: 2 * time.Second, ProxyConns: 32, FixedRate: 5000,
 }
 
 // quickPlan is the smoke run: under two minutes.
