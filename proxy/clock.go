@@ -1,0 +1,36 @@
+package proxy
+
+import "time"
+
+// Clock is the time source of the sidecar. Deadlines are computed from
+// Now and compared with Now, so an implementation must return times that
+// carry Go's monotonic reading (time.Now does): wall-clock steps must not
+// move a lease deadline. Tests inject a fake.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that fires once after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the subset of *time.Timer the sidecar uses.
+type Timer interface {
+	// C returns the channel the timer fires on.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+}
+
+// SystemClock is the real clock: time.Now and time.NewTimer.
+type SystemClock struct{}
+
+// Now returns time.Now(), which carries the monotonic reading.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// NewTimer wraps time.NewTimer.
+func (SystemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+type sysTimer struct{ t *time.Timer }
+
+func (s sysTimer) C() <-chan time.Time { return s.t.C }
+func (s sysTimer) Stop() bool          { return s.t.Stop() }

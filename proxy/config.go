@@ -1,0 +1,331 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/fence"
+)
+
+// ReadPolicy says what happens to a read (a request classified as safe)
+// when the task it belongs to has no current lease.
+type ReadPolicy string
+
+// Read policies.
+const (
+	// ReadsAllow forwards reads without a lease, unstamped. Reads with a
+	// current lease are always stamped.
+	ReadsAllow ReadPolicy = "allow"
+	// ReadsBlock treats a read without a lease like a write: 409.
+	ReadsBlock ReadPolicy = "block"
+)
+
+// WriteRule refines the method-based write classification for one host
+// and path prefix. Rules are tried in order; the first that matches
+// decides. An empty Host, PathPrefix or Methods matches anything.
+type WriteRule struct {
+	// Host is a host name, "host:port", or "*.suffix" for any subdomain.
+	Host string
+	// PathPrefix is matched against the request path. A rule that marks
+	// requests as reads (Write false) matches only when both the raw and
+	// the normalised path have the prefix, so dot-segments or escapes
+	// cannot turn a write into a read; a write rule matches when either
+	// does.
+	PathPrefix string
+	// Methods restricts the rule to these methods (case-insensitive).
+	Methods []string
+	// Write is the classification of matching requests.
+	Write bool
+}
+
+// TLSOrigin makes the sidecar speak verified TLS to Host although the
+// worker calls http://Host (Istio's TLS origination). The upstream port
+// is the one in the worker's URL, or 443 when it names none.
+type TLSOrigin struct {
+	// Host is the host name (or host:port) the worker calls.
+	Host string
+	// ServerName overrides the name verified in the certificate; default
+	// the host name.
+	ServerName string
+	// CAFile is a PEM bundle of roots to trust instead of the system pool.
+	CAFile string
+}
+
+// Config configures a Sidecar. The zero value of every field but WorkerID
+// has a usable default (applied by New); Validate checks the rest.
+type Config struct {
+	// Endpoints are the cluster's HTTP addresses. The sidecar itself talks
+	// to the cluster through the Cluster given to New; Endpoints is kept
+	// here so the whole sidecar configuration lives in one struct.
+	Endpoints []string
+	// WorkerID names the worker in the session and the X-Fencing-Holder
+	// header. Required.
+	WorkerID string
+	// ProxyAddr is the loopback address of the forward proxy.
+	// Default 127.0.0.1:4780.
+	ProxyAddr string
+	// ControlAddr is the loopback address of the control API, health and
+	// metrics. Default 127.0.0.1:4781.
+	ControlAddr string
+
+	// Task, when set, is acquired (created when missing) at start and
+	// readiness waits for it: one-task mode.
+	Task string
+	// Profile is the profile a task is created with in one-task mode.
+	Profile string
+
+	// Drift is the bound on clock-rate difference between sidecar and
+	// cluster, as a fraction of the validity. Default 0.01.
+	Drift float64
+	// MarginFloor is the minimum safety margin subtracted from every
+	// validity. Default 200ms.
+	MarginFloor time.Duration
+	// SessionHeartbeat is the heartbeat interval while no lease is held.
+	// Default 5s.
+	SessionHeartbeat time.Duration
+	// ClusterTimeout bounds every cluster call. Default 5s.
+	ClusterTimeout time.Duration
+
+	// ReadsWithoutLease is the read policy. Default ReadsAllow.
+	ReadsWithoutLease ReadPolicy
+	// WriteRules refine the write classification.
+	WriteRules []WriteRule
+	// TLSOriginate lists hosts the sidecar reaches over TLS.
+	TLSOriginate []TLSOrigin
+	// ConnectAllow lists the host:port targets CONNECT may tunnel to.
+	ConnectAllow []string
+
+	// MaxRequestBody bounds a request body. Default 10 MiB.
+	MaxRequestBody int
+	// MaxResponseBody bounds a response body; a longer one is cut.
+	// Default 256 MiB.
+	MaxResponseBody int64
+	// MaxHeaderBytes bounds a request's header block. Default 16 KiB.
+	MaxHeaderBytes int
+
+	// DialTimeout bounds connecting upstream. Default 5s.
+	DialTimeout time.Duration
+	// UpstreamTimeout bounds every wait for upstream progress (a write
+	// to it, or a read of the next bytes of its response), so a hung
+	// upstream fails while a slow token stream keeps flowing.
+	// Default 60s.
+	UpstreamTimeout time.Duration
+	// ReadTimeout bounds reading a whole request from the worker, which
+	// defeats slowloris clients. Default 30s.
+	ReadTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections. Default 90s.
+	IdleTimeout time.Duration
+	// DrainTimeout bounds how long Shutdown waits for in-flight requests
+	// while still heartbeating. Default 30s.
+	DrainTimeout time.Duration
+
+	// Logger receives the sidecar's logs. Default zap.NewNop().
+	Logger *zap.Logger
+	// Registerer receives the sidecar's metrics. Default a private
+	// registry. When it is also a prometheus.Gatherer, /metrics serves it.
+	Registerer prometheus.Registerer
+	// Clock is the time source. Default SystemClock.
+	Clock Clock
+}
+
+// Default values of Config fields.
+const (
+	DefaultProxyAddr        = "127.0.0.1:4780"
+	DefaultControlAddr      = "127.0.0.1:4781"
+	DefaultDrift            = 0.01
+	DefaultMarginFloor      = 200 * time.Millisecond
+	DefaultSessionHeartbeat = 5 * time.Second
+	DefaultClusterTimeout   = 5 * time.Second
+	DefaultMaxRequestBody   = 10 << 20
+	DefaultMaxResponseBody  = 256 << 20
+	DefaultMaxHeaderBytes   = 16 << 10
+	DefaultDialTimeout      = 5 * time.Second
+	DefaultUpstreamTimeout  = 60 * time.Second
+	DefaultReadTimeout      = 30 * time.Second
+	DefaultIdleTimeout      = 90 * time.Second
+	DefaultDrainTimeout     = 30 * time.Second
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	setStr := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	setDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setStr(&c.ProxyAddr, DefaultProxyAddr)
+	setStr(&c.ControlAddr, DefaultControlAddr)
+	if c.Drift == 0 {
+		c.Drift = DefaultDrift
+	}
+	setDur(&c.MarginFloor, DefaultMarginFloor)
+	setDur(&c.SessionHeartbeat, DefaultSessionHeartbeat)
+	setDur(&c.ClusterTimeout, DefaultClusterTimeout)
+	if c.ReadsWithoutLease == "" {
+		c.ReadsWithoutLease = ReadsAllow
+	}
+	if c.MaxRequestBody == 0 {
+		c.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if c.MaxResponseBody == 0 {
+		c.MaxResponseBody = DefaultMaxResponseBody
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	setDur(&c.DialTimeout, DefaultDialTimeout)
+	setDur(&c.UpstreamTimeout, DefaultUpstreamTimeout)
+	setDur(&c.ReadTimeout, DefaultReadTimeout)
+	setDur(&c.IdleTimeout, DefaultIdleTimeout)
+	setDur(&c.DrainTimeout, DefaultDrainTimeout)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	return c
+}
+
+// Validate checks c after defaults are applied. Each error wraps
+// ErrInvalidConfig and names the field and the rule it breaks.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	if err := fence.ValidTask(c.WorkerID); err != nil {
+		return bad("workerId", "required, 1..%d bytes without control characters", fence.MaxTaskLen)
+	}
+	if c.Task != "" {
+		if err := fence.ValidTask(c.Task); err != nil {
+			return bad("task", "%v", err)
+		}
+	}
+	for _, a := range []struct{ field, addr string }{{"proxyAddr", c.ProxyAddr}, {"controlAddr", c.ControlAddr}} {
+		if err := checkLoopback(a.addr); err != nil {
+			return bad(a.field, "%v", err)
+		}
+	}
+	if c.ProxyAddr == c.ControlAddr && !strings.HasSuffix(c.ProxyAddr, ":0") {
+		return bad("controlAddr", "must differ from proxyAddr")
+	}
+	if c.Drift < 0 || c.Drift >= 0.5 {
+		return bad("drift", "must be in [0, 0.5), got %v", c.Drift)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"marginFloor", c.MarginFloor}, {"sessionHeartbeat", c.SessionHeartbeat},
+		{"clusterTimeout", c.ClusterTimeout}, {"dialTimeout", c.DialTimeout},
+		{"upstreamTimeout", c.UpstreamTimeout}, {"readTimeout", c.ReadTimeout},
+		{"idleTimeout", c.IdleTimeout}, {"drainTimeout", c.DrainTimeout},
+	} {
+		if d.v < 0 {
+			return bad(d.field, "must not be negative, got %v", d.v)
+		}
+	}
+	if c.ReadsWithoutLease != ReadsAllow && c.ReadsWithoutLease != ReadsBlock {
+		return bad("readsWithoutLease", "must be %q or %q, got %q", ReadsAllow, ReadsBlock, c.ReadsWithoutLease)
+	}
+	if c.MaxRequestBody < 0 || c.MaxResponseBody < 0 {
+		return bad("maxRequestBody/maxResponseBody", "must not be negative")
+	}
+	if c.MaxHeaderBytes < 1024 {
+		return bad("maxHeaderBytes", "must be at least 1024, got %d", c.MaxHeaderBytes)
+	}
+	for i, r := range c.WriteRules {
+		field := fmt.Sprintf("writeRules[%d]", i)
+		if r.Host == "" && r.PathPrefix == "" && len(r.Methods) == 0 {
+			return bad(field, "needs a host, a pathPrefix or methods")
+		}
+		if r.PathPrefix != "" && r.PathPrefix[0] != '/' {
+			return bad(field+".pathPrefix", "must start with '/', got %q", r.PathPrefix)
+		}
+		for _, m := range r.Methods {
+			if !isToken(m) {
+				return bad(field+".methods", "%q is not an HTTP method token", m)
+			}
+		}
+	}
+	for i, o := range c.TLSOriginate {
+		field := fmt.Sprintf("tls.originate[%d]", i)
+		if o.Host == "" || strings.ContainsAny(o.Host, "/ ") {
+			return bad(field+".host", "must be a host name or host:port, got %q", o.Host)
+		}
+		if o.CAFile != "" {
+			if _, err := os.Stat(o.CAFile); err != nil {
+				return bad(field+".caFile", "%v", err)
+			}
+		}
+	}
+	for i, a := range c.ConnectAllow {
+		if _, _, err := splitHostPort(a); err != nil {
+			return bad(fmt.Sprintf("connect.allow[%d]", i), "must be host:port: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkLoopback accepts host:port where host is a loopback IP or
+// "localhost": the sidecar's ports must never be reachable off the pod.
+func checkLoopback(addr string) error {
+	host, _, err := splitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("must be a loopback address, got %q", addr)
+	}
+	return nil
+}
+
+// splitHostPort splits host:port and checks the port is 0..65535.
+func splitHostPort(addr string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	if h == "" {
+		return "", 0, fmt.Errorf("missing host in %q", addr)
+	}
+	return strings.ToLower(h), n, nil
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// handleConnect serves CONNECT. The sidecar cannot see inside a tunnel,
+// so it cannot stamp or block individual writes: tunnels go only to
+// allow-listed targets, only while the request's lease is current, and
+// every tunnel of a lease is closed the moment the lease stops being
+// current.
+func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
+	raw := string(ctx.Request.Header.RequestURI())
+	host, port, err := splitAuthority(raw)
+	if err != nil || port == "" {
+		s.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad CONNECT target",
+			detail: "CONNECT needs host:port, got " + quoteBounded(raw)})
+		return
+	}
+	hp := net.JoinHostPort(host, port)
+	if !s.allow[hp] {
+		s.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
+			detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
+				": call http://" + host + " and configure tls.originate for it (the sidecar then speaks TLS upstream), or add " + hp + " to connect.allow"})
+		return
+	}
+	scan := scanRequest(&ctx.Request.Header)
+	task, serr := selectedTask(&scan)
+	if serr != nil {
+		s.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: serr.Error()})
+		return
+	}
+	l, why := s.leases.current(task, s.clock.Now())
+	if why != "" {
+		s.refuse(ctx, blockedReply(why, l, task, true))
+		return
+	}
+	up, err := net.DialTimeout("tcp", hp, s.cfg.DialTimeout)
+	if err != nil {
+		s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
+		return
+	}
+	t := &tunnel{up: up}
+	if !l.gen.track(t, true) {
+		_ = up.Close()
+		s.refuse(ctx, blockedReply(reasonExpired, l, task, true))
+		return
+	}
+	s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+	if ce := s.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
+		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
+	}
+	gen := l.gen
+	s.serving.Add(1)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer s.serving.Done()
+		defer gen.untrack(t)
+		defer t.Close()
+		if !t.attach(c) {
+			return
+		}
+		_ = c.SetDeadline(time.Time{})
+		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+			return
+		}
+		t.pipe(c)
+	})
+}
+
+// tunnel is one CONNECT tunnel; Close closes both sides once.
+type tunnel struct {
+	up     net.Conn
+	mu     sync.Mutex
+	client net.Conn
+	closed bool
+}
+
+// attach sets the worker side; false when the tunnel was cut meanwhile.
+func (t *tunnel) attach(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.client = c
+	return true
+}
+
+func (t *tunnel) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	c := t.client
+	t.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	return t.up.Close()
+}
+
+// pipe copies both ways until either side ends, then closes both.
+func (t *tunnel) pipe(c net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(t.up, c)
+		_ = t.Close()
+		close(done)
+	}()
+	_, _ = io.Copy(c, t.up)
+	_ = t.Close()
+	<-done
+}
+
+// quoteBounded quotes at most 100 bytes of untrusted input for a message.
+func quoteBounded(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "..."
+	}
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x20 && c < 0x7f && c != '"' {
+			b = append(b, c)
+		} else {
+			b = append(b, '?')
+		}
+	}
+	return string(append(b, '"'))
+}

@@ -1,0 +1,25 @@
+// Package proxy is the fencepost sidecar (DESIGN.md sections 4 and 6): it
+// runs beside one worker on loopback, holds a session with the lease
+// cluster and heartbeats on the worker's behalf, and is the worker's
+// HTTP_PROXY. Every outbound call passes through it: writes are stamped
+// with exactly one fencing token (the lease epoch), the task id, the
+// holder and an Idempotency-Key, and a write is blocked with a 409
+// problem as soon as the sidecar's local view of the lease is no longer
+// current, so it never leaves the pod.
+//
+// The local view is deliberately pessimistic. A lease's local deadline is
+// the send time of the last successful renewal (or of the acquire) on
+// Go's monotonic clock plus the validity the cluster granted, minus a
+// safety margin for clock-rate drift. The deadline is compared with the
+// clock on every request, so a stuck heartbeat loop cannot keep a lease
+// alive; a timer additionally cuts in-flight writes and CONNECT tunnels
+// at that instant.
+//
+// A second loopback server offers the worker a JSON control API
+// (acquire, claim, checkpoint, wait, complete, fail, give back, lease
+// view, a Server-Sent Events stream of lease events), health, readiness
+// and Prometheus metrics.
+//
+// The sidecar reaches the cluster only through the Cluster interface,
+// which *cluster.Client (package proxy/cluster) satisfies.
+package proxy

@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/fencepost/fencepost/fence"
+)
+
+// keyPrefix versions the derivation: a change of scheme must not collide
+// with keys already stored downstream.
+const keyPrefix = "fp1-"
+
+// maxActionIDLen bounds X-Fencing-Action-Id.
+const maxActionIDLen = 200
+
+// actionKey derives the Idempotency-Key of a worker-named action. It
+// depends only on the task and the action id, never on the epoch, so a
+// new owner repeating the action sends the same key.
+func actionKey(taskID, actionID string) string {
+	return hashKey(taskID + "\x00" + actionID)
+}
+
+// ordinalKey derives the Idempotency-Key of the ordinal-th write (1-based)
+// forwarded since checkpoint seq. A new owner resumes from the same
+// checkpoint and repeats the same writes in the same order, so it derives
+// the same keys. The double NUL keeps this space apart from actionKey's:
+// an action id is visible ASCII and cannot contain NUL.
+func ordinalKey(taskID string, seq, ordinal uint64) string {
+	return hashKey(taskID + "\x00\x00" + strconv.FormatUint(seq, 10) + "\x00" + strconv.FormatUint(ordinal, 10))
+}
+
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return keyPrefix + hex.EncodeToString(sum[:])[:32]
+}
+
+// validKeyText checks a worker-supplied Idempotency-Key or action id:
+// 1..max visible ASCII characters, as the fence wire format requires.
+func validKeyText(name, v string, max int) error {
+	if v == "" || len(v) > max {
+		return fmt.Errorf("%s: must be 1..%d characters", name, max)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return fmt.Errorf("%s: byte %d is not visible ASCII", name, i)
+		}
+	}
+	return nil
+}
+
+// idempotencyKey decides the key of a forwarded write: the worker's own
+// key unchanged; else one derived from the action id; else one derived
+// from (checkpoint seq, ordinal), taking the next ordinal only now that
+// the write is about to be sent.
+func (s *Sidecar) idempotencyKey(scan *reqScan, l leaseSnap) (string, bool, error) {
+	if len(scan.idemKey) > 1 || len(scan.actionID) > 1 {
+		return "", false, fmt.Errorf("repeated %s or %s", fence.HeaderIdempotencyKey, HeaderActionID)
+	}
+	if len(scan.idemKey) == 1 {
+		k := scan.idemKey[0]
+		return k, true, validKeyText(fence.HeaderIdempotencyKey, k, fence.MaxIdempotencyKeyLen)
+	}
+	if len(scan.actionID) == 1 {
+		a := scan.actionID[0]
+		if err := validKeyText(HeaderActionID, a, maxActionIDLen); err != nil {
+			return "", false, err
+		}
+		return actionKey(l.TaskID, a), true, nil
+	}
+	seq, n, ok := s.leases.nextWrite(l.TaskID, l.Epoch)
+	if !ok {
+		return "", false, nil
+	}
+	return ordinalKey(l.TaskID, seq, n), true, nil
+}

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Request decisions, the values of the "decision" label.
+const (
+	decisionForwarded = "forwarded" // sent upstream (or tunnelled)
+	decisionBlocked   = "blocked"   // refused for want of a current lease
+	decisionRejected  = "rejected"  // refused as malformed or not allowed
+)
+
+// metrics are the sidecar's Prometheus collectors. No label ever carries a
+// task id: label values are bounded enums.
+type metrics struct {
+	requests         *prometheus.CounterVec // decision
+	writesBlocked    *prometheus.CounterVec // reason
+	heartbeatLatency prometheus.Histogram
+	heartbeatFails   prometheus.Counter
+	tunnelsCut       prometheus.Counter
+	upstreamLatency  *prometheus.HistogramVec // kind: read|write
+	leaseEvents      *prometheus.CounterVec   // kind
+}
+
+func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held func() int) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_requests_total",
+			Help: "Proxy requests by decision: forwarded, blocked (no current lease), rejected (malformed or not allowed).",
+		}, []string{"decision"}),
+		writesBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_writes_blocked_total",
+			Help: "Writes the sidecar refused to send because the lease was not current, by reason.",
+		}, []string{"reason"}),
+		heartbeatLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fencepost_sidecar_heartbeat_duration_seconds",
+			Help:    "Latency of successful heartbeats to the cluster.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		heartbeatFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_heartbeat_failures_total",
+			Help: "Heartbeat attempts that failed (each is retried with jitter).",
+		}),
+		tunnelsCut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_tunnels_cut_total",
+			Help: "CONNECT tunnels closed because their lease stopped being current.",
+		}),
+		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fencepost_sidecar_upstream_duration_seconds",
+			Help:    "Time from sending a request upstream to its response headers.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"kind"}),
+		leaseEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_lease_events_total",
+			Help: "Lease events by kind (acquired, released, lost, revived, revoked).",
+		}, []string{"kind"}),
+	}
+	cs := []prometheus.Collector{
+		m.requests, m.writesBlocked, m.heartbeatLatency, m.heartbeatFails, m.tunnelsCut,
+		m.upstreamLatency, m.leaseEvents,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencepost_sidecar_lease_remaining_seconds",
+			Help: "Smallest remaining local validity among current leases (0 when none is current).",
+		}, func() float64 { return remaining().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencepost_sidecar_leases_held",
+			Help: "Leases the sidecar holds (current or not yet given up).",
+		}, func() float64 { return float64(held()) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

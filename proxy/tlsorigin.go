@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+)
+
+// originTable maps the hosts the sidecar originates TLS for to their TLS
+// configuration. Keys are lower-case "host" or "host:port".
+type originTable map[string]*tls.Config
+
+func newOriginTable(origins []TLSOrigin) (originTable, error) {
+	t := make(originTable, len(origins))
+	for i, o := range origins {
+		host := strings.ToLower(o.Host)
+		name := o.ServerName
+		if name == "" {
+			name = host
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				name = h
+			}
+		}
+		cfg := &tls.Config{ServerName: name, MinVersion: tls.VersionTLS12}
+		if o.CAFile != "" {
+			pem, err := os.ReadFile(o.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tls.originate[%d].caFile: %v", ErrInvalidConfig, i, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: tls.originate[%d].caFile: no PEM certificates in %s", ErrInvalidConfig, i, o.CAFile)
+			}
+			cfg.RootCAs = pool
+		}
+		t[host] = cfg
+	}
+	return t, nil
+}
+
+// lookup returns the TLS config for a request to host (and its explicit
+// port, "" when the URL named none), or nil when the host is plain HTTP.
+func (t originTable) lookup(host, port string) *tls.Config {
+	if len(t) == 0 {
+		return nil
+	}
+	if port != "" {
+		if c := t[net.JoinHostPort(host, port)]; c != nil {
+			return c
+		}
+	}
+	return t[host]
+}
+
+// forAddr returns the TLS config for a dial address host:port, as
+// fasthttp's per-host clients see it.
+func (t originTable) forAddr(addr string) *tls.Config {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return t[strings.ToLower(addr)]
+	}
+	host = strings.ToLower(host)
+	if c := t[net.JoinHostPort(host, port)]; c != nil {
+		return c
+	}
+	return t[host]
+}

@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// errLeaseCut is returned when a write would dial on behalf of a lease
+// generation that has already ended.
+var errLeaseCut = errors.New("lease no longer current")
+
+// upstream holds the pooled clients. Reads share one client; writes go
+// through a client per lease generation whose connections are registered
+// with the generation, so losing the lease closes exactly the connections
+// carrying that lease's writes, mid-request if need be.
+type upstream struct {
+	cfg     Config
+	origins originTable
+	shared  *fasthttp.Client
+}
+
+func newUpstream(cfg Config) (*upstream, error) {
+	o, err := newOriginTable(cfg.TLSOriginate)
+	if err != nil {
+		return nil, err
+	}
+	u := &upstream{cfg: cfg, origins: o}
+	u.shared = u.newClient(nil)
+	return u, nil
+}
+
+// responseHeaderBytes bounds an upstream response's header block.
+const responseHeaderBytes = 64 << 10
+
+func (u *upstream) newClient(g *generation) *fasthttp.Client {
+	maxBody := 0
+	if u.cfg.MaxResponseBody <= int64(^uint(0)>>1) {
+		maxBody = int(u.cfg.MaxResponseBody)
+	}
+	return &fasthttp.Client{
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		StreamResponseBody:            true,
+		// No automatic retries, of writes or anything else: a retry is
+		// the worker's decision, with the same Idempotency-Key.
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		MaxResponseBodySize:       maxBody,
+		ReadBufferSize:            responseHeaderBytes,
+		MaxIdleConnDuration:       u.cfg.IdleTimeout,
+		Dial:                      u.dialer(g),
+		ConfigureClient: func(hc *fasthttp.HostClient) error {
+			if hc.IsTLS {
+				hc.TLSConfig = u.origins.forAddr(hc.Addr)
+			}
+			return nil
+		},
+	}
+}
+
+// writeClient returns the client for writes under generation g.
+func (u *upstream) writeClient(g *generation) *fasthttp.Client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.client == nil {
+		g.client = u.newClient(g)
+	}
+	return g.client
+}
+
+func (u *upstream) close() {
+	u.shared.CloseIdleConnections()
+}
+
+// dialer connects with DialTimeout and wraps the connection so that every
+// read and write has a deadline of UpstreamTimeout from its start: a hung
+// upstream fails, a slow stream that keeps sending does not.
+func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
+	return func(addr string) (net.Conn, error) {
+		if g != nil && g.isCut() {
+			return nil, errLeaseCut
+		}
+		c, err := net.DialTimeout("tcp", addr, u.cfg.DialTimeout)
+		if err != nil {
+			return nil, err
+		}
+		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, gen: g}
+		if g != nil && !g.track(tc, false) {
+			_ = c.Close()
+			return nil, errLeaseCut
+		}
+		return tc, nil
+	}
+}
+
+// timedConn is an upstream connection with per-operation deadlines.
+type timedConn struct {
+	net.Conn
+	timeout time.Duration
+	gen     *generation
+	once    sync.Once
+}
+
+func (c *timedConn) Read(p []byte) (int, error) {
+	if c.timeout > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *timedConn) Write(p []byte) (int, error) {
+	if c.timeout > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *timedConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		if c.gen != nil {
+			c.gen.untrack(c)
+		}
+		err = c.Conn.Close()
+	})
+	return err
+}
