@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/raftstore"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// HeaderForwardedBy marks a request a follower forwarded to the leader; its
+// value is the forwarding node's address. A node that receives a marked
+// request and is not the leader answers 503 instead of forwarding again,
+// so stale leader views cannot bounce a request around the cluster.
+const HeaderForwardedBy = "X-Fencepost-Forwarded-By"
+
+// relayedHeaders are the response headers a forward copies back, besides
+// the body: everything a client of this API looks at.
+var relayedHeaders = []string{"Content-Type", "Retry-After", "Allow", api.HeaderRequestID}
+
+func isNotLeader(err error) bool { return errors.Is(err, raftstore.ErrNotLeader) }
+
+// newForwardClient builds the client that talks to the leader. It never
+// retries by itself: a forwarded mutation whose outcome is unknown is
+// reported to the client (which retries with the same request id), never
+// re-sent behind its back.
+func newForwardClient(cfg Config) *fasthttp.Client {
+	return &fasthttp.Client{
+		Name:                      "fencepost-forward",
+		NoDefaultUserAgentHeader:  true,
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		ReadTimeout:               cfg.ForwardTimeout,
+		WriteTimeout:              cfg.ForwardTimeout,
+		MaxIdleConnDuration:       cfg.IdleTimeout / 2,
+		// Task lists can be large; bound them anyway.
+		MaxResponseBodySize: 64 << 20,
+		// The path is relayed exactly as received: an escaped '/' in a task
+		// id must stay escaped.
+		DisablePathNormalizing: true,
+		// Forwarding uses leader-published host:port addresses; dial with
+		// the forward timeout rather than fasthttp's default 3s.
+		Dial: func(addr string) (net.Conn, error) {
+			return fasthttp.DialTimeout(addr, cfg.ForwardTimeout)
+		},
+	}
+}
+
+// forward sends the request to the leader and relays its answer into rc.
+// It returns an error (to become a problem) only when it could not relay an
+// answer: no leader known, a loop, the leader unreachable, or the forward
+// broken mid-request.
+func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
+	if by := rc.Request.Header.Peek(HeaderForwardedBy); len(by) > 0 {
+		s.metrics.forwards.WithLabelValues("loop").Inc()
+		return fmt.Errorf("%w (forwarded by %s)", ErrForwardLoop, by)
+	}
+	leader := s.store.LeaderHTTP()
+	if leader == "" {
+		s.metrics.forwards.WithLabelValues("no_leader").Inc()
+		return fmt.Errorf("%w: no leader known", raftstore.ErrNoLeader)
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+
+	// Copy what the leader needs; rc's buffers are not ours to keep.
+	req.Header.SetMethodBytes(rc.Method())
+	req.SetRequestURI(leaderBase(leader) + string(rc.Request.Header.RequestURI()))
+	req.URI().DisablePathNormalizing = true
+	if ct := rc.Request.Header.ContentType(); len(ct) > 0 {
+		req.Header.SetContentTypeBytes(ct)
+	}
+	req.Header.Set(api.HeaderRequestID, rid)
+	req.Header.Set(HeaderForwardedBy, s.Addr())
+	req.SetBody(rc.PostBody())
+
+	start := time.Now()
+	err := s.fwd.DoTimeout(req, resp, s.cfg.ForwardTimeout)
+	if err != nil {
+		if sentBefore(err) {
+			s.metrics.forwards.WithLabelValues("unreachable").Inc()
+			return fmt.Errorf("%w: %s: %v", ErrForwardFailed, leader, err)
+		}
+		s.metrics.forwards.WithLabelValues("broken").Inc()
+		return fmt.Errorf("%w: %s: %v", ErrForwardBroken, leader, err)
+	}
+	s.metrics.forwards.WithLabelValues("ok").Inc()
+	if ce := s.log.Check(zap.DebugLevel, "forwarded to leader"); ce != nil {
+		ce.Write(zap.String("rid", rid), zap.String("leader", leader),
+			zap.Int("status", resp.StatusCode()), zap.Duration("took", time.Since(start)))
+	}
+	rc.SetStatusCode(resp.StatusCode())
+	for _, h := range relayedHeaders {
+		if v := resp.Header.Peek(h); len(v) > 0 {
+			rc.Response.Header.SetBytesV(h, v)
+		}
+	}
+	rc.SetBody(resp.Body()) // copies: resp goes back to the pool
+	return nil
+}
+
+// leaderBase turns a leader HTTP address into a URL prefix; the store
+// publishes host:port, but accept a full http:// URL too.
+func leaderBase(addr string) string {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return strings.TrimSuffix(addr, "/")
+	}
+	return "http://" + addr
+}
+
+// sentBefore reports whether err happened before the request could have
+// reached the leader (it could not be dialled), so the request was
+// certainly not applied.
+func sentBefore(err error) bool {
+	if errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}

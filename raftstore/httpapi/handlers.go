@@ -1,0 +1,280 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
+)
+
+// The handlers below decode and check a request, call the Store once and
+// return what to answer. They never write the response themselves: the
+// server does, so forwarding, problems, metrics and logging stay in one
+// place.
+
+func (s *Server) openSession(c *call) (int, any, error) {
+	var req api.OpenSessionRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := checkID("sessionId", req.SessionID, true); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("workerId", req.WorkerID); err != nil {
+		return 0, nil, err
+	}
+	sess, err := s.store.OpenSession(c.ctx, c.rid, req)
+	return http.StatusCreated, sess, err
+}
+
+func (s *Server) closeSession(c *call) (int, any, error) {
+	if err := c.noBody(); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("session id", c.p.sid); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, s.store.CloseSession(c.ctx, c.rid, c.p.sid)
+}
+
+func (s *Server) heartbeat(c *call) (int, any, error) {
+	var req api.HeartbeatRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("session id", c.p.sid); err != nil {
+		return 0, nil, err
+	}
+	for _, l := range req.Leases {
+		if err := requireIDs("leases[].taskId", l.TaskID); err != nil {
+			return 0, nil, err
+		}
+	}
+	resp, err := s.store.Heartbeat(c.ctx, c.p.sid, req)
+	return http.StatusOK, resp, err
+}
+
+func (s *Server) createTask(c *call) (int, any, error) {
+	var req api.CreateTaskRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("taskId", req.TaskID); err != nil {
+		return 0, nil, err
+	}
+	if err := checkID("profile", req.Profile, true); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.CreateTask(c.ctx, c.rid, req)
+	return http.StatusCreated, t, err
+}
+
+func (s *Server) listTasks(c *call) (int, any, error) {
+	f, err := parseTaskFilter(c.query)
+	if err != nil {
+		return 0, nil, err
+	}
+	stale, err := parseStale(c.query)
+	if err != nil {
+		return 0, nil, err
+	}
+	list, err := s.store.Tasks(c.ctx, f, stale)
+	if list.Tasks == nil {
+		list.Tasks = []*lease.Task{} // "tasks": [] rather than null
+	}
+	return http.StatusOK, list, err
+}
+
+func (s *Server) getTask(c *call) (int, any, error) {
+	stale, err := parseStale(c.query)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Task(c.ctx, c.p.id, stale)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) deleteTask(c *call) (int, any, error) {
+	if err := c.noBody(); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, s.store.DeleteTask(c.ctx, c.rid, c.p.id)
+}
+
+func (s *Server) acquire(c *call) (int, any, error) {
+	var req api.AcquireRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID); err != nil {
+		return 0, nil, err
+	}
+	if err := checkID("profile", req.Profile, true); err != nil {
+		return 0, nil, err
+	}
+	g, err := s.store.Acquire(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, g, err
+}
+
+func (s *Server) claim(c *call) (int, any, error) {
+	var req api.ClaimRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("sessionId", req.SessionID); err != nil {
+		return 0, nil, err
+	}
+	g, err := s.store.Claim(c.ctx, c.rid, req)
+	return http.StatusOK, g, err
+}
+
+func (s *Server) checkpoint(c *call) (int, any, error) {
+	var req api.CheckpointRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Checkpoint(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) wait(c *call) (int, any, error) {
+	var req api.WaitRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Wait(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) signal(c *call) (int, any, error) {
+	var req api.SignalRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Signal(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) release(c *call) (int, any, error) {
+	var req api.ReleaseRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Release(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) revoke(c *call) (int, any, error) {
+	var req api.RevokeRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Revoke(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) cancel(c *call) (int, any, error) {
+	var req api.CancelRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.Cancel(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, t, err
+}
+
+func (s *Server) intent(c *call) (int, any, error) {
+	var req api.IntentRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID, "key", req.Key); err != nil {
+		return 0, nil, err
+	}
+	resp, err := s.store.Intent(c.ctx, c.rid, c.p.id, req)
+	return http.StatusOK, resp, err
+}
+
+func (s *Server) outcome(c *call) (int, any, error) {
+	var req api.OutcomeRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "key", c.p.key); err != nil {
+		return 0, nil, err
+	}
+	e, err := s.store.Outcome(c.ctx, c.rid, c.p.id, c.p.key, req)
+	return http.StatusOK, e, err
+}
+
+func (s *Server) leases(c *call) (int, any, error) {
+	stale, err := parseStale(c.query)
+	if err != nil {
+		return 0, nil, err
+	}
+	list, err := s.store.Leases(c.ctx, stale)
+	if list.Leases == nil {
+		list.Leases = []lease.Lease{}
+	}
+	return http.StatusOK, list, err
+}
+
+func (s *Server) keys(*call) (int, any, error) {
+	keys := s.store.Keys()
+	if keys.Keys == nil {
+		keys.Keys = []api.PublicKey{}
+	}
+	return http.StatusOK, keys, nil
+}
+
+func (s *Server) status(*call) (int, any, error) {
+	return http.StatusOK, s.store.Status(), nil
+}
+
+func (s *Server) join(c *call) (int, any, error) {
+	var req api.JoinRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("id", req.ID, "raftAddr", req.RaftAddr); err != nil {
+		return 0, nil, err
+	}
+	if err := checkID("httpAddr", req.HTTPAddr, true); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, s.store.Join(c.ctx, req)
+}
+
+func (s *Server) remove(c *call) (int, any, error) {
+	var req api.RemoveRequest
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("id", req.ID); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, s.store.Remove(c.ctx, req.ID)
+}

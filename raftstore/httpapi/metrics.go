@@ -1,0 +1,103 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"go.uber.org/zap"
+)
+
+// httpMetrics are the server's own metrics. They live in a registry of the
+// server's own, so several servers in one process (tests) never collide,
+// and are served together with Config.Gatherer. Labels are route
+// templates, never ids: cardinality stays fixed.
+type httpMetrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	forwards *prometheus.CounterVec
+	handler  fasthttp.RequestHandler
+}
+
+func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {
+	m := &httpMetrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_http_requests_total",
+			Help: "Cluster API requests by route template, method and status code.",
+		}, []string{"route", "method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fencepost_http_request_duration_seconds",
+			Help:    "Cluster API request latency by route template, forwards included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route"}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_http_forwards_total",
+			Help: "Requests a follower forwarded to the leader, by result (ok, unreachable, broken, no_leader, loop).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.forwards)
+	gs := prometheus.Gatherers{m.reg}
+	if extra != nil {
+		gs = append(gs, extra)
+	}
+	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gs, promhttp.HandlerOpts{}))
+	return m
+}
+
+func (m *httpMetrics) observe(route, method string, status int, took time.Duration) {
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(took.Seconds())
+}
+
+func (s *Server) metricsHandler(rc *fasthttp.RequestCtx) {
+	s.metrics.handler(rc)
+}
+
+// observe records a finished request in the metrics and, at debug level,
+// the access log. logger.Check keeps the disabled log path allocation-free.
+func (s *Server) observe(rc *fasthttp.RequestCtx, route, rid string, forwarded bool, start time.Time) {
+	took := time.Since(start)
+	status := rc.Response.StatusCode()
+	method := methodLabel(rc.Method())
+	s.metrics.observe(route, method, status, took)
+	if ce := s.log.Check(zap.DebugLevel, "http request"); ce != nil {
+		ce.Write(zap.String("rid", rid), zap.String("method", method), zap.ByteString("path", rc.Path()),
+			zap.String("route", route), zap.Int("status", status), zap.Bool("forwarded", forwarded),
+			zap.Duration("took", took), zap.String("remote", rc.RemoteAddr().String()))
+	}
+}
+
+// writeJSON writes a success answer; 204 and a nil body write no body.
+func writeJSON(rc *fasthttp.RequestCtx, status int, body any) error {
+	if status == http.StatusNoContent || body == nil {
+		rc.SetStatusCode(status)
+		return nil
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	rc.SetContentType("application/json")
+	rc.SetStatusCode(status)
+	rc.SetBody(b)
+	return nil
+}
+
+// methodLabel bounds the method label: a client sending made-up methods
+// must not grow the metric's series.
+func methodLabel(m []byte) string {
+	switch string(m) {
+	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodPost, fasthttp.MethodPut,
+		fasthttp.MethodDelete, fasthttp.MethodPatch, fasthttp.MethodOptions:
+		return string(m)
+	}
+	return "other"
+}

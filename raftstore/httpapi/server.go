@@ -1,0 +1,347 @@
+// Package httpapi is the lease cluster's HTTP API: every /v1 route of
+// fence/api served over fasthttp, JSON in and out, errors as problem+json.
+//
+// The server is a thin shell over a Store (the real one is *raftstore.Store):
+// it decodes strictly, validates ids, calls one Store method and maps the
+// error in one table (problems.go). A follower never answers not_leader:
+// when the Store says ErrNotLeader the request is forwarded to the leader
+// and the leader's answer relayed (forward.go), so a client may talk to any
+// member. /healthz, /readyz and /metrics sit beside the API.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultMaxBodyBytes   = 2 << 20
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultIdleTimeout    = 60 * time.Second
+	DefaultForwardTimeout = 5 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultShutdownWait   = 5 * time.Second
+)
+
+// Config configures a Server. Every field but Addr has a usable zero value.
+type Config struct {
+	// Addr is the listen address; "127.0.0.1:0" picks a free port (see
+	// Server.Addr).
+	Addr string
+	// Logger receives access logs (debug level) and errors; nil is a no-op.
+	Logger *zap.Logger
+	// Gatherer, when set, is served on /metrics beside the server's own
+	// HTTP metrics (typically the store's registry).
+	Gatherer prometheus.Gatherer
+	// MaxBodyBytes bounds a request body; larger ones get 413.
+	MaxBodyBytes int
+	// ReadTimeout, WriteTimeout and IdleTimeout are the connection timeouts
+	// of the fasthttp server.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
+	// ForwardTimeout bounds one forward of a request to the leader.
+	ForwardTimeout time.Duration
+	// RequestTimeout bounds one Store call; past it the answer is 504
+	// timeout (outcome unknown; retry with the same request id).
+	RequestTimeout time.Duration
+	// ShutdownWait bounds how long Close waits for requests in flight.
+	ShutdownWait time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&c.ReadTimeout, DefaultReadTimeout)
+	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.ForwardTimeout, DefaultForwardTimeout)
+	setDefault(&c.RequestTimeout, DefaultRequestTimeout)
+	setDefault(&c.ShutdownWait, DefaultShutdownWait)
+	return c
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return fmt.Errorf("%w: Addr is required", ErrConfig)
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes must not be negative", ErrConfig)
+	case c.ReadTimeout < 0, c.WriteTimeout < 0, c.IdleTimeout < 0:
+		return fmt.Errorf("%w: ReadTimeout, WriteTimeout and IdleTimeout must not be negative", ErrConfig)
+	case c.ForwardTimeout < 0, c.RequestTimeout < 0, c.ShutdownWait < 0:
+		return fmt.Errorf("%w: ForwardTimeout, RequestTimeout and ShutdownWait must not be negative", ErrConfig)
+	}
+	return nil
+}
+
+// Server serves the cluster API for one node.
+type Server struct {
+	cfg     Config
+	store   Store
+	log     *zap.Logger
+	routes  []*route
+	srv     *fasthttp.Server
+	fwd     *fasthttp.Client
+	metrics *httpMetrics
+
+	mu     sync.Mutex
+	ln     net.Listener
+	served chan struct{} // closed when Serve returns
+}
+
+// New builds a Server for store; Start makes it listen.
+func New(cfg Config, store Store) (*Server, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: store is nil", ErrConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes()}
+	s.metrics = newHTTPMetrics(cfg.Gatherer)
+	s.fwd = newForwardClient(cfg)
+	s.srv = &fasthttp.Server{
+		Handler:               s.serve,
+		ErrorHandler:          s.serveError,
+		Name:                  "fencepost",
+		NoDefaultServerHeader: true,
+		ReadBufferSize:        16 << 10, // headers; large enough for long escaped ids
+		WriteBufferSize:       16 << 10,
+		MaxRequestBodySize:    cfg.MaxBodyBytes,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		// The API never uses multipart forms; parsing them is wasted work.
+		DisablePreParseMultipartForm: true,
+		Logger:                       fasthttpLogger{cfg.Logger},
+	}
+	return s, nil
+}
+
+// Start listens on Config.Addr and serves in the background.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return fmt.Errorf("httpapi: already started on %s", s.ln.Addr())
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("httpapi: listen %s: %w", s.cfg.Addr, err)
+	}
+	s.ln = ln
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("http server stopped", zap.Error(err))
+		}
+	}()
+	s.log.Info("http api listening", zap.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// Addr returns the bound address ("host:port"), "" before Start.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Close stops accepting connections, waits up to Config.ShutdownWait for
+// requests in flight, and closes the forwarding client's connections.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	ln, served := s.ln, s.served
+	s.mu.Unlock()
+	if ln == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownWait)
+	defer cancel()
+	err := s.srv.ShutdownWithContext(ctx)
+	// Shutdown only closes listeners Serve has registered; a Close racing
+	// a fresh Start would otherwise leave Serve accepting forever.
+	_ = ln.Close()
+	<-served
+	s.fwd.CloseIdleConnections()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("httpapi: shutdown: %w", err)
+	}
+	return nil
+}
+
+// call is one API request as the handlers see it. Nothing in it may be
+// kept after the handler returns: rc and its buffers are reused by fasthttp.
+type call struct {
+	ctx   context.Context
+	rc    *fasthttp.RequestCtx
+	rid   string
+	p     params
+	query map[string]string
+}
+
+// decode strictly decodes the request body into v.
+func (c *call) decode(v any) error {
+	return decodeBody(c.rc.PostBody(), v)
+}
+
+// noBody refuses a body on routes that take none (DELETE).
+func (c *call) noBody() error {
+	if len(c.rc.PostBody()) > 0 {
+		return fmt.Errorf("%w: this route takes no body", ErrBadRequest)
+	}
+	return nil
+}
+
+// serve is the fasthttp handler: route, call, answer, measure, log.
+func (s *Server) serve(rc *fasthttp.RequestCtx) {
+	start := time.Now()
+	rid, ridErr := requestID(rc)
+	rc.Response.Header.Set(api.HeaderRequestID, rid)
+	template := "unmatched"
+	forwarded := false
+	r, p, err := match(s.routes, string(rc.URI().PathOriginal()))
+	switch {
+	case ridErr != nil:
+		err = ridErr
+	case r == nil && err == nil:
+		err = fmt.Errorf("%w: %s", ErrNoRoute, rc.Path())
+	}
+	if r != nil {
+		template = r.template
+	}
+	if err == nil {
+		ep, ok := r.methods[string(rc.Method())]
+		switch {
+		case !ok:
+			rc.Response.Header.Set("Allow", r.allow)
+			err = fmt.Errorf("%w: %s allows %s", ErrMethod, r.template, r.allow)
+		case ep.raw != nil:
+			ep.raw(s, rc)
+		default:
+			forwarded, err = s.serveJSON(rc, ep, rid, p)
+		}
+	}
+	if err != nil {
+		p := problemFor(err, string(rc.Path()))
+		if p.Code == "internal" {
+			s.log.Error("request failed", zap.String("rid", rid), zap.String("route", template), zap.Error(err))
+		}
+		writeProblem(rc, p)
+	}
+	s.observe(rc, template, rid, forwarded, start)
+}
+
+// serveJSON runs a JSON endpoint and writes its success answer; it returns
+// the error to turn into a problem, if any. A Store answer of ErrNotLeader
+// is forwarded to the leader instead (forwarded reports that).
+func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p params) (forwarded bool, err error) {
+	q, err := queryArgs(rc.QueryArgs(), ep.query...)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	c := &call{ctx: ctx, rc: rc, rid: rid, p: p, query: q}
+	status, body, err := ep.json(s, c)
+	if isNotLeader(err) {
+		return true, s.forward(rc, rid)
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, writeJSON(rc, status, body)
+}
+
+// serveError answers what fasthttp rejects before the handler runs
+// (oversized body, malformed request line or headers) as a problem too.
+func (s *Server) serveError(rc *fasthttp.RequestCtx, err error) {
+	var p api.Problem
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		p = problemFor(fmt.Errorf("%w: limit is %d bytes", ErrBodyTooLarge, s.cfg.MaxBodyBytes), "")
+	} else {
+		p = problemFor(fmt.Errorf("%w: %v", ErrBadRequest, err), "")
+	}
+	writeProblem(rc, p)
+	rc.SetConnectionClose()
+	s.metrics.observe("unparsed", methodLabel(rc.Method()), p.Status, 0)
+}
+
+// requestID returns the client's request id, or a fresh one when absent
+// (so forwarded requests and logs always carry one).
+func requestID(rc *fasthttp.RequestCtx) (string, error) {
+	if v := rc.Request.Header.Peek(api.HeaderRequestID); len(v) > 0 {
+		id := string(v)
+		if err := checkID(api.HeaderRequestID, id, false); err != nil {
+			return newRequestID(), err
+		}
+		return id, nil
+	}
+	return newRequestID(), nil
+}
+
+// newRequestID returns 128 random bits in hex.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) health(rc *fasthttp.RequestCtx) {
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.SetStatusCode(http.StatusOK)
+	rc.SetBodyString("ok\n")
+}
+
+func (s *Server) ready(rc *fasthttp.RequestCtx) {
+	if err := s.store.Ready(); err != nil {
+		p := problemFor(err, api.PathReady)
+		// Whatever the reason, a node that is not ready is unavailable to
+		// load balancers and orchestrators, which only look at the status.
+		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
+		p.Type, p.Title = api.ProblemTypeBase+p.Code, http.StatusText(p.Status)
+		p.Detail = "not ready: " + err.Error()
+		writeProblem(rc, p)
+		return
+	}
+	rc.SetContentType("text/plain; charset=utf-8")
+	rc.SetStatusCode(http.StatusOK)
+	rc.SetBodyString("ok\n")
+}
+
+// fasthttpLogger routes fasthttp's own messages (connection errors) to zap.
+type fasthttpLogger struct{ log *zap.Logger }
+
+// Printf implements fasthttp.Logger.
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), zap.String("component", "fasthttp"))
+}
