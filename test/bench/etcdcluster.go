@@ -202,3 +202,14 @@ func (c *etcdCluster) stop() {
 		}
 	}
 }
+
+// pids lists the PIDs of the running nodes.
+func (c *etcdCluster) pids() []int {
+	var out []int
+	for _, n := range c.nodes {
+		if n.proc != nil && !n.proc.exited() {
+			out = append(out, n.proc.pid())
+		}
+	}
+	return out
+}

@@ -204,3 +204,14 @@ func (c *fpCluster) stop() {
 		}
 	}
 }
+
+// pids lists the PIDs of the running nodes.
+func (c *fpCluster) pids() []int {
+	var out []int
+	for _, n := range c.nodes {
+		if n.proc != nil && !n.proc.exited() {
+			out = append(out, n.proc.pid())
+		}
+	}
+	return out
+}

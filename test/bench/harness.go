@@ -100,7 +100,10 @@ func (h *harness) leaders() error {
 
 // leaseWorkloads runs workloads 1–3.
 func (h *harness) leaseWorkloads() error {
-	h.lb = &leaseBench{plan: h.plan, res: h.res}
+	h.lb = &leaseBench{plan: h.plan, res: h.res, etcdPids: h.etcd.pids, fpPids: func() []int { return nil }}
+	if h.fp != nil {
+		h.lb.fpPids = h.fp.pids
+	}
 	if err := h.leaders(); err != nil {
 		return err
 	}

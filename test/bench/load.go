@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,26 @@ type Measure struct {
 	P50     time.Duration `json:"p50Ns"`
 	P99     time.Duration `json:"p99Ns"`
 	FirstEr string        `json:"firstError,omitempty"`
+	// CPU cost, when the run was metered: cores the server processes used
+	// on average, their CPU time per successful op, and the load
+	// generator's (this process's) cores.
+	ServerCores   float64 `json:"serverCores,omitempty"`
+	ServerUsPerOp float64 `json:"serverCpuUsPerOp,omitempty"`
+	ClientCores   float64 `json:"clientCores,omitempty"`
+}
+
+// metered runs f while measuring the CPU time of the server processes
+// pids and of the harness itself, and records it in the Measure.
+func metered(pids []int, f func() Measure) Measure {
+	srv, cli := startCPU(pids), startCPU([]int{os.Getpid()})
+	m := f()
+	el := time.Since(srv.t0).Seconds()
+	sec := srv.seconds()
+	m.ServerCores, m.ClientCores = sec/el, cli.seconds()/el
+	if m.Ops > 0 {
+		m.ServerUsPerOp = sec * 1e6 / float64(m.Ops)
+	}
+	return m
 }
 
 // opFunc runs one operation for worker w and returns its error.

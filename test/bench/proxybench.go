@@ -58,6 +58,9 @@ func proxyBench(res *Results, plan Plan, targets []httpTarget, upstream string) 
 			res.row(wlProxy, maxCase, "req/s", true, pathSidecar, peer, rate)
 		}
 		for _, peer := range []string{pathNginx, pathSquid} {
+			res.row(wlProxy, maxCase, "proxy CPU µs/req", false, pathSidecar, peer, cpuPerOp)
+		}
+		for _, peer := range []string{pathNginx, pathSquid} {
 			res.row(wlProxy, fixCase, "added p50 µs", false, pathSidecar, peer, extra("added p50 µs"))
 			res.row(wlProxy, fixCase, "added p99 µs", false, pathSidecar, peer, extra("added p99 µs"))
 		}

@@ -110,3 +110,11 @@ func extra(name string) func(Run) float64 {
 		return math.NaN()
 	}
 }
+
+// cpuPerOp extracts the server CPU time per operation, in µs.
+func cpuPerOp(r Run) float64 {
+	if r.Measure.ServerUsPerOp == 0 {
+		return math.NaN()
+	}
+	return r.Measure.ServerUsPerOp
+}

@@ -36,27 +36,29 @@ func (lb *leaseBench) heartbeats() error {
 		for rep := 1; rep <= lb.plan.Reps; rep++ {
 			m := lb.fpHeartbeat(c, sids, held)
 			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysFP, Rep: rep, Measure: m,
-				Extra: map[string]float64{"renewals/s": m.Rate * float64(L)}})
+				Extra: map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}})
 			logf("%s %s fencepost rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms errs %d %s", wlHeartbeat, cs, rep, m.Rate, m.Rate*float64(L), ms(m.P50), m.Errors, m.FirstEr)
 
 			var next atomic.Int64
-			m = closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-				id := ids[int(next.Add(1))%len(ids)]
-				octx, cancel := context.WithTimeout(ctx, opTimeout)
-				defer cancel()
-				r, err := cls[w%len(cls)].KeepAliveOnce(octx, id)
-				if err == nil && r.TTL <= 0 {
-					err = fmt.Errorf("lease %x not renewed", id)
-				}
-				return err
+			m = metered(lb.etcdPids(), func() Measure {
+				return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
+					id := ids[int(next.Add(1))%len(ids)]
+					octx, cancel := context.WithTimeout(ctx, opTimeout)
+					defer cancel()
+					r, err := cls[w%len(cls)].KeepAliveOnce(octx, id)
+					if err == nil && r.TTL <= 0 {
+						err = fmt.Errorf("lease %x not renewed", id)
+					}
+					return err
+				})
 			})
 			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysEtcdUnary, Rep: rep, Measure: m,
-				Extra: map[string]float64{"renewals/s": m.Rate}})
+				Extra: map[string]float64{"renewals/s": m.Rate, "cpu µs/renewal": m.ServerUsPerOp}})
 			logf("%s %s etcd unary rep %d: %.0f/s p50 %.2fms errs %d %s", wlHeartbeat, cs, rep, m.Rate, ms(m.P50), m.Errors, m.FirstEr)
 
-			m = keepAliveStream(cls, ids, c, lb.plan.Dur, lb.plan.MaxOps)
+			m = metered(lb.etcdPids(), func() Measure { return keepAliveStream(cls, ids, c, lb.plan.Dur, lb.plan.MaxOps) })
 			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysEtcdStream, Rep: rep, Measure: m,
-				Extra: map[string]float64{"renewals/s": m.Rate}})
+				Extra: map[string]float64{"renewals/s": m.Rate, "cpu µs/renewal": m.ServerUsPerOp}})
 			logf("%s %s etcd stream rep %d: %.0f/s p50 %.2fms errs %d %s", wlHeartbeat, cs, rep, m.Rate, ms(m.P50), m.Errors, m.FirstEr)
 		}
 		for _, peer := range []string{sysEtcdUnary, sysEtcdStream} {
@@ -64,6 +66,7 @@ func (lb *leaseBench) heartbeats() error {
 			lb.res.row(wlHeartbeat, cs, "renewals/s", true, sysFP, peer, extra("renewals/s"))
 			lb.res.row(wlHeartbeat, cs, "p50 ms", false, sysFP, peer, p50ms)
 			lb.res.row(wlHeartbeat, cs, "p99 ms", false, sysFP, peer, p99ms)
+			lb.res.row(wlHeartbeat, cs, "server CPU µs/renewal", false, sysFP, peer, extra("cpu µs/renewal"))
 		}
 	}
 	return nil
@@ -105,10 +108,12 @@ func (lb *leaseBench) fpHeartbeat(c int, sids []string, held [][]fpHeld) Measure
 	}
 	cl := newFPClient(lb.fpAddr, c, opTimeout)
 	var next atomic.Int64
-	return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-		s := int(next.Add(1)) % len(sids)
-		_, err := cl.heartbeat(sids[s], held[s])
-		return err
+	return metered(lb.fpPids(), func() Measure {
+		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
+			s := int(next.Add(1)) % len(sids)
+			_, err := cl.heartbeat(sids[s], held[s])
+			return err
+		})
 	})
 }
 

@@ -39,7 +39,9 @@ type leaseBench struct {
 	etcd   string // the etcd leader's client URL
 	res    *Results
 	fpSess *sessionPool
-	run    atomic.Int64 // distinguishes keys and task ids between runs
+	// fpPids and etcdPids list each cluster's node PIDs, for CPU metering.
+	fpPids, etcdPids func() []int
+	run              atomic.Int64 // distinguishes keys and task ids between runs
 }
 
 // sessionPool is a set of fencepost sessions the harness keeps alive with
@@ -128,6 +130,7 @@ func (lb *leaseBench) acquireRelease() {
 		lb.res.row(wlAcquire, cs, "cycles/s", true, sysFP, sysEtcd, rate)
 		lb.res.row(wlAcquire, cs, "p50 ms", false, sysFP, sysEtcd, p50ms)
 		lb.res.row(wlAcquire, cs, "p99 ms", false, sysFP, sysEtcd, p99ms)
+		lb.res.row(wlAcquire, cs, "server CPU µs/cycle", false, sysFP, sysEtcd, cpuPerOp)
 	}
 }
 
@@ -144,17 +147,19 @@ func (lb *leaseBench) fpAcquireRelease(c int) Measure {
 	cl := newFPClient(lb.fpAddr, c, opTimeout)
 	run := lb.run.Add(1)
 	gen := make([]int, c)
-	return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-		task := fmt.Sprintf("ar-%d-%d-%d", run, w, gen[w])
-		sid := lb.fpSess.ids[w%len(lb.fpSess.ids)]
-		epoch, err := cl.acquire(task, sid, benchProfile)
-		if err == nil {
-			err = cl.release(task, sid, epoch)
-		}
-		if err != nil {
-			gen[w]++
-		}
-		return err
+	return metered(lb.fpPids(), func() Measure {
+		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
+			task := fmt.Sprintf("ar-%d-%d-%d", run, w, gen[w])
+			sid := lb.fpSess.ids[w%len(lb.fpSess.ids)]
+			epoch, err := cl.acquire(task, sid, benchProfile)
+			if err == nil {
+				err = cl.release(task, sid, epoch)
+			}
+			if err != nil {
+				gen[w]++
+			}
+			return err
+		})
 	})
 }
 
@@ -169,19 +174,21 @@ func (lb *leaseBench) etcdAcquireRelease(c int) Measure {
 	defer closeAll()
 	run := lb.run.Add(1)
 	gen := make([]int, c)
-	return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-		cli := cls[w%len(cls)]
-		key := fmt.Sprintf("/ar/%d/%d/%d", run, w, gen[w])
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		defer cancel()
-		err := etcdAcquire(octx, cli, key, func(id clientv3.LeaseID) error {
-			_, err := cli.Revoke(octx, id)
+	return metered(lb.etcdPids(), func() Measure {
+		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
+			cli := cls[w%len(cls)]
+			key := fmt.Sprintf("/ar/%d/%d/%d", run, w, gen[w])
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			defer cancel()
+			err := etcdAcquire(octx, cli, key, func(id clientv3.LeaseID) error {
+				_, err := cli.Revoke(octx, id)
+				return err
+			})
+			if err != nil {
+				gen[w]++
+			}
 			return err
 		})
-		if err != nil {
-			gen[w]++
-		}
-		return err
 	})
 }
 
@@ -221,6 +228,7 @@ func (lb *leaseBench) checkpoints() {
 		lb.res.row(wlCheckpoint, cs, "writes/s", true, sysFP, sysEtcd, rate)
 		lb.res.row(wlCheckpoint, cs, "p50 ms", false, sysFP, sysEtcd, p50ms)
 		lb.res.row(wlCheckpoint, cs, "p99 ms", false, sysFP, sysEtcd, p99ms)
+		lb.res.row(wlCheckpoint, cs, "server CPU µs/write", false, sysFP, sysEtcd, cpuPerOp)
 	}
 }
 
@@ -246,8 +254,10 @@ func (lb *leaseBench) fpCheckpoints(c int) Measure {
 			_ = cl.release(tasks[w], lb.fpSess.ids[w%len(lb.fpSess.ids)], epochs[w])
 		}
 	}()
-	return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-		return cl.checkpoint(tasks[w], lb.fpSess.ids[w%len(lb.fpSess.ids)], epochs[w], "step", checkpointData)
+	return metered(lb.fpPids(), func() Measure {
+		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
+			return cl.checkpoint(tasks[w], lb.fpSess.ids[w%len(lb.fpSess.ids)], epochs[w], "step", checkpointData)
+		})
 	})
 }
 
@@ -286,19 +296,21 @@ func (lb *leaseBench) etcdCheckpoints(c int) Measure {
 			cancel()
 		}
 	}()
-	return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-		cli := cls[w%len(cls)]
-		lock, ckpt := fmt.Sprintf("/ck/%d/%d/lock", run, w), fmt.Sprintf("/ck/%d/%d/checkpoint", run, w)
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		defer cancel()
-		r, err := cli.Txn(octx).
-			If(clientv3.Compare(clientv3.CreateRevision(lock), "=", revs[w])).
-			Then(clientv3.OpPut(ckpt, string(checkpointData))).
-			Commit()
-		if err == nil && !r.Succeeded {
-			err = fmt.Errorf("fencing compare failed for %s", lock)
-		}
-		return err
+	return metered(lb.etcdPids(), func() Measure {
+		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
+			cli := cls[w%len(cls)]
+			lock, ckpt := fmt.Sprintf("/ck/%d/%d/lock", run, w), fmt.Sprintf("/ck/%d/%d/checkpoint", run, w)
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			defer cancel()
+			r, err := cli.Txn(octx).
+				If(clientv3.Compare(clientv3.CreateRevision(lock), "=", revs[w])).
+				Then(clientv3.OpPut(ckpt, string(checkpointData))).
+				Commit()
+			if err == nil && !r.Succeeded {
+				err = fmt.Errorf("fencing compare failed for %s", lock)
+			}
+			return err
+		})
 	})
 }
 

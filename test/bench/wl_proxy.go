@@ -135,15 +135,24 @@ func httpLoad(t httpTarget, req []byte, c int, rate float64, d time.Duration) (M
 		}()
 	}
 	op := func(_ context.Context, w int) error { return conns[w].roundTrip(req) }
-	var m Measure
-	if rate > 0 {
-		m = openLoop(c, rate, d, op)
-	} else {
-		m = closedLoop(c, d, 50_000_000, op)
-	}
+	m := metered(t.pids(), func() Measure {
+		if rate > 0 {
+			return openLoop(c, rate, d, op)
+		}
+		return closedLoop(c, d, 50_000_000, op)
+	})
 	close(stop)
 	wg.Wait()
 	return m, float64(peak) / 1024
+}
+
+// pids lists the proxy's processes (with nginx's workers and squid's
+// kid), for CPU metering; none for direct.
+func (t httpTarget) pids() []int {
+	if t.proc == nil || t.proc.exited() {
+		return nil
+	}
+	return append([]int{t.proc.pid()}, childPIDs(t.proc.pid())...)
 }
 
 // rss returns the proxy's resident set in KiB.
