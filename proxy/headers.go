@@ -83,9 +83,21 @@ func scanRequest(h *fasthttp.RequestHeader) reqScan {
 			s.upgrade = true
 		case bytes.EqualFold(k, []byte("Expect")):
 			s.expect = true
-		case bytes.EqualFold(k, []byte("Transfer-Encoding")):
+		}
+	}
+	// fasthttp folds Content-Length and Transfer-Encoding into its framing
+	// state (dropping a Content-Length that came with chunked encoding),
+	// so conflicts are only visible in the raw header block.
+	for line := range bytes.SplitSeq(h.RawHeaders(), []byte("\n")) {
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		name = bytes.TrimSpace(name)
+		switch {
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			s.hasTE = true
-		case bytes.EqualFold(k, []byte("Content-Length")):
+		case bytes.EqualFold(name, []byte("Content-Length")):
 			s.hasCL++
 		}
 	}
@@ -158,13 +170,6 @@ func stamp(h *fasthttp.RequestHeader, l leaseSnap, holder string) {
 	h.Set(fence.HeaderHolder, holder)
 	if l.Signature != "" {
 		h.Set(fence.HeaderSignature, l.Signature)
-	}
-}
-
-// unstamp removes the fencing headers stamp sets.
-func unstamp(h *fasthttp.RequestHeader) {
-	for _, k := range []string{fence.HeaderToken, fence.HeaderTask, fence.HeaderHolder, fence.HeaderSignature, fence.HeaderIdempotencyKey} {
-		h.Del(k)
 	}
 }
 

@@ -439,3 +439,8 @@ func proxyClient(t testing.TB, s *Sidecar, user string) *http.Client {
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
+
+func checkpointReq(s *Sidecar, task string, seq uint64) api.CheckpointRequest {
+	_, epoch, _ := s.leases.resolve(task)
+	return api.CheckpointRequest{SessionID: s.sessionID(), Epoch: epoch, Seq: seq}
+}

@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
+)
+
+func TestStreamingResponsePassesThroughUnbuffered(t *testing.T) {
+	release := make(chan struct{})
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			_, _ = w.WriteString("data: first\n\n")
+			_ = w.Flush()
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			_, _ = w.WriteString("data: second\n\n")
+			_ = w.Flush()
+		})
+	})
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	c := proxyClient(t, s, "")
+	resp, err := c.Get("http://" + up.addr() + "/sse")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	buf := make([]byte, 64)
+	n, err := resp.Body.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "data: first\n\n", string(buf[:n]), "first chunk arrives while the upstream is still streaming")
+	close(release)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "data: second\n\n", string(rest))
+}
+
+func TestInFlightWriteCutWhenLeaseLost(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	arrived := make(chan struct{}, 1)
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
+		arrived <- struct{}{}
+		select {
+		case <-hold:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	c := proxyClient(t, s, "")
+	type result struct {
+		status int
+		body   string
+	}
+	done := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", "http://"+up.addr()+"/slow", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			done <- result{status: -1, body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		done <- result{resp.StatusCode, string(b)}
+	}()
+	<-arrived
+	start := time.Now()
+	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.heartbeat(t.Context(), s.sessionID(), new(int))
+	r := <-done
+	require.Less(t, time.Since(start), 2*time.Second, "cut, not waited out")
+	require.Equal(t, 502, r.status, r.body)
+	require.Equal(t, api.ProblemTypeBase+CodeLeaseLostMid, problemOf(t, r.body).Type)
+}
+
+func TestUpstreamHangAndReset(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
+		select {
+		case <-hang:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	// An upstream that accepts and resets every connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	go func() {
+		defer close(stop)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = c.Close()
+		}
+	}()
+	defer func() { _ = ln.Close(); <-stop }()
+
+	fc := newFakeCluster()
+	cfg := baseConfig(t)
+	cfg.UpstreamTimeout = 300 * time.Millisecond
+	s := startSidecar(t, fc, cfg)
+	mustAcquire(t, s, "t")
+	c := proxyClient(t, s, "")
+	resp, body := doReq(t, c, "GET", "http://"+up.addr()+"/hang", "", nil)
+	require.Equal(t, 504, resp.StatusCode, body)
+	require.Equal(t, api.ProblemTypeBase+CodeUpstreamTimeout, problemOf(t, body).Type)
+	resp, body = doReq(t, c, "POST", "http://"+ln.Addr().String()+"/reset", "x", nil)
+	require.Equal(t, 502, resp.StatusCode, body)
+	require.Equal(t, api.ProblemTypeBase+CodeUpstreamError, problemOf(t, body).Type)
+	// Still serving.
+	resp, _ = doReq(t, c, "GET", "http://"+up.addr()+"/hang", "", nil)
+	require.Equal(t, 504, resp.StatusCode)
+}
+
+func TestResponseBodyBounded(t *testing.T) {
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			chunk := make([]byte, 1024)
+			for i := 0; i < 64; i++ {
+				_, _ = w.Write(chunk)
+				_ = w.Flush()
+			}
+		})
+	})
+	fc := newFakeCluster()
+	cfg := baseConfig(t)
+	cfg.MaxResponseBody = 10 << 10
+	s := startSidecar(t, fc, cfg)
+	c := proxyClient(t, s, "")
+	resp, err := c.Get("http://" + up.addr() + "/big")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Error(t, err, "the stream is cut, not completed")
+	require.LessOrEqual(t, len(b), 10<<10)
+}
