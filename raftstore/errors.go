@@ -1,6 +1,11 @@
 package raftstore
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fencepost/fencepost/fence/lease"
+)
 
 // Sentinel errors of the store. Every error a Store method returns either is
 // one of these, wraps one of these, or wraps a lease model error (test with
@@ -31,3 +36,25 @@ var (
 	// ErrConfig reports an invalid Config; the message names the field.
 	ErrConfig = errors.New("raftstore: invalid config")
 )
+
+// ModelError is a lease model refusal (errors.Is(err, lease.ErrStaleEpoch)
+// and friends work through Unwrap). It carries the task's current epoch
+// when the refusal concerned a known task, so a stale holder learns how far
+// behind it is without another round trip.
+type ModelError struct {
+	// Op is the refused operation.
+	Op lease.Op
+	// Err is the model's sentinel, possibly wrapped with detail.
+	Err error
+	// Epoch is the task's highest epoch (0 when unknown).
+	Epoch uint64
+}
+
+// Error implements error.
+func (e *ModelError) Error() string { return fmt.Sprintf("raftstore: %s: %v", e.Op, e.Err) }
+
+// Unwrap returns the model error.
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// CurrentEpoch returns the task's current epoch (0 when unknown).
+func (e *ModelError) CurrentEpoch() uint64 { return e.Epoch }

@@ -28,7 +28,11 @@ func modelErr(op lease.Op, res lease.Result) error {
 	if res.Err == nil {
 		return nil
 	}
-	return fmt.Errorf("raftstore: %s: %w", op, res.Err)
+	e := &ModelError{Op: op, Err: res.Err}
+	if res.Task != nil {
+		e.Epoch = res.Task.MaxEpoch
+	}
+	return e
 }
 
 // run proposes cmd and returns the result, with the model's error wrapped.

@@ -276,3 +276,17 @@ func TestFollowerRefusesAndNamesLeader(t *testing.T) {
 	require.Equal(t, leader.cfg.HTTPAddr, st.LeaderHTTP)
 	require.True(t, errors.Is(follower.Join(ctx, api.JoinRequest{ID: "x", RaftAddr: "127.0.0.1:1"}), ErrNotLeader))
 }
+
+func TestModelErrorCarriesEpoch(t *testing.T) {
+	c := newTestCluster(t, 1)
+	s := c.waitForLeader()
+	ctx := ctxT(t)
+	sid := openSession(t, s, "w")
+	g, err := s.Acquire(ctx, "a", "t", api.AcquireRequest{SessionID: sid, Create: true})
+	require.NoError(t, err)
+	_, err = s.Checkpoint(ctx, "c", "t", api.CheckpointRequest{SessionID: sid, Epoch: g.Lease.Epoch + 100})
+	require.ErrorIs(t, err, lease.ErrStaleEpoch)
+	var me interface{ CurrentEpoch() uint64 }
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, g.Lease.Epoch, me.CurrentEpoch())
+}
