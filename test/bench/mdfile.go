@@ -42,6 +42,14 @@ func benchmarksMD(res *Results, table string) string {
 	p("%s\n", table)
 
 	p("## Goals\n\n%s\n", goalTable(res))
+	if t := cpuTable(res); t != "" {
+		p("## Where the CPU went\n\n")
+		p("Cores used during each measurement (user + system time from /proc, medians over the reps). ")
+		p("\"server\" is the three cluster nodes together (workloads 1–3) or the proxy's processes (workload 5); ")
+		p("the load generator is the harness process. The machine has %d cores: where server + generator is near that, ", m.CPUs)
+		p("the figure is CPU-bound on this machine; where it is well below, the figure is bound by waiting ")
+		p("(fsync, raft round trips, the VerifyLeader round) and by other work on the shared machine.\n\n%s\n", t)
+	}
 	if len(res.Skipped) > 0 {
 		p("### Not measured in this run\n\n")
 		for _, sk := range res.Skipped {
@@ -89,6 +97,10 @@ cluster, so neither side pays follower forwarding. The fencepost client is a thi
 for the harness; the etcd client is the official ` + "`go.etcd.io/etcd/client/v3`" + ` v3.5 (one gRPC connection
 per 16 workers). All leases on both sides have a 600 s TTL (fencepost: a ` + "`bench`" + ` profile added to the
 default config; everything else, raft timings included, is fencepost's default) so no lease expires during a run.
+Beside each throughput figure the harness meters CPU: "server CPU µs/op" is the user + system time of all three
+nodes (or of the proxy's processes) per successful operation, read from /proc/PID/stat. It includes the kernel's
+work for fsync and the clusters' idle background (raft heartbeats), which dominates at C=1. On a machine shared
+with other work it drifts much less than throughput does, so it is the better figure for "which is cheaper".
 
 1. **acquire + release** — one cycle is what a worker does to take a task and give it back. fencepost:
    ` + "`POST /v1/tasks/{id}/acquire`" + ` (create) then ` + "`POST .../release`" + ` (given_back), two raft entries.

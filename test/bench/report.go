@@ -183,3 +183,36 @@ func buildGoals(res *Results) {
 	}
 	res.Goals = append(res.Goals, boundGoal("≤ 1 KiB per lease in the cluster (worst node)", perLease, 1024, "B/lease"))
 }
+
+// cpuTable renders, per workload point and system, the cores the server
+// side and the load generator used (medians over the reps): the evidence
+// for what bounds each throughput figure. 2 cores is the whole machine.
+func cpuTable(res *Results) string {
+	type key struct{ wl, cs, sys string }
+	var order []key
+	vals := map[key][3][]float64{}
+	for _, r := range res.Runs {
+		if r.Failed || r.Measure.ServerCores == 0 && r.Measure.ClientCores == 0 {
+			continue
+		}
+		k := key{r.Workload, r.Case, r.System}
+		v, seen := vals[k]
+		if !seen {
+			order = append(order, k)
+		}
+		v[0] = append(v[0], r.Measure.ServerCores)
+		v[1] = append(v[1], r.Measure.ClientCores)
+		v[2] = append(v[2], r.Measure.Rate)
+		vals[k] = v
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| workload | case | system | ops/s | server cores | load generator cores |\n|---|---|---|---|---|---|\n")
+	for _, k := range order {
+		v := vals[k]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", k.wl, k.cs, k.sys, num(median(v[2])), num(median(v[0])), num(median(v[1])))
+	}
+	return b.String()
+}
