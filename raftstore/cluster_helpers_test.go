@@ -189,7 +189,7 @@ func (pp *partPipeline) AppendEntries(a *raft.AppendEntriesRequest, r *raft.Appe
 
 // testCluster is an in-process cluster on real TCP (127.0.0.1:0).
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	mu    sync.Mutex // guards nodes: clients run while nodes stop
 	cfgs  []Config
 	nodes []*Store // nil while a node is down
@@ -198,7 +198,7 @@ type testCluster struct {
 
 // newTestCluster starts n nodes: the first bootstraps, the others join
 // through the leader. Everything is closed at the end of the test.
-func newTestCluster(t *testing.T, n int, mod ...func(*Config)) *testCluster {
+func newTestCluster(t testing.TB, n int, mod ...func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, cfgs: make([]Config, n), nodes: make([]*Store, n), parts: make([]*partTransport, n)}
 	t.Cleanup(c.closeAll)
