@@ -19,22 +19,31 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// httpCluster is a minimal client of the cluster API that satisfies
-// proxy.Cluster: it tries each endpoint in turn with one request id per
-// call (the cluster de-duplicates), and maps problem codes back to the
-// lease sentinels.
-type httpCluster struct {
+// ClusterClient is a minimal client of the cluster API that satisfies
+// proxy.Cluster, for the scenario's sidecars and the fault tests: it tries
+// each endpoint in turn with one request id per call (the cluster
+// de-duplicates, so a retry after an unknown outcome has its effect once),
+// and maps problem codes back to the lease sentinels so errors.Is works.
+type ClusterClient struct {
+	// Retry, when positive, keeps retrying a call that reached no leader
+	// (network errors, 503, 504) with the same request id for that long,
+	// so its outcome becomes known instead of staying in doubt.
+	Retry time.Duration
+
 	endpoints []string
 	c         *http.Client
 	mu        sync.Mutex
 	next      int
 }
 
-func newHTTPCluster(endpoints []string, timeout time.Duration) *httpCluster {
-	return &httpCluster{endpoints: endpoints, c: &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil}}}
+// NewClusterClient returns a client of the cluster at endpoints whose
+// every HTTP attempt is bounded by timeout.
+func NewClusterClient(endpoints []string, timeout time.Duration) *ClusterClient {
+	return &ClusterClient{endpoints: endpoints, c: &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: nil}}}
 }
 
-func (h *httpCluster) close() { h.c.CloseIdleConnections() }
+// Close drops idle connections.
+func (h *ClusterClient) Close() { h.c.CloseIdleConnections() }
 
 var modelErrs = []error{
 	lease.ErrInvalid, lease.ErrTaskNotFound, lease.ErrTaskExists, lease.ErrSessionNotFound, lease.ErrLeaseHeld,
@@ -49,7 +58,30 @@ func newRID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (h *httpCluster) do(ctx context.Context, method, path string, in, out any) error {
+func (h *ClusterClient) do(ctx context.Context, method, path string, in, out any) error {
+	rid := newRID()
+	deadline := time.Now().Add(h.Retry)
+	for {
+		err := h.once(ctx, rid, method, path, in, out)
+		var ue *unreachableError
+		if err == nil || !errors.As(err, &ue) || h.Retry <= 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// unreachableError means no endpoint gave a definite answer.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return "cluster unreachable: " + e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+func (h *ClusterClient) once(ctx context.Context, rid, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -57,7 +89,6 @@ func (h *httpCluster) do(ctx context.Context, method, path string, in, out any) 
 			return err
 		}
 	}
-	rid := newRID()
 	h.mu.Lock()
 	start := h.next
 	h.mu.Unlock()
@@ -84,7 +115,7 @@ func (h *httpCluster) do(ctx context.Context, method, path string, in, out any) 
 			last = err
 			continue
 		}
-		if resp.StatusCode == http.StatusServiceUnavailable {
+		if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout {
 			last = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
 			continue
 		}
@@ -107,42 +138,47 @@ func (h *httpCluster) do(ctx context.Context, method, path string, in, out any) 
 		return nil
 	}
 	if last == nil {
-		last = errors.New("cluster: no endpoints")
+		last = errors.New("no endpoints")
 	}
-	return last
+	return &unreachableError{last}
 }
 
 func esc(s string) string { return url.PathEscape(s) }
 
-func (h *httpCluster) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api.Session, error) {
+// OpenSession opens a session for a worker.
+func (h *ClusterClient) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api.Session, error) {
 	var s api.Session
 	err := h.do(ctx, http.MethodPost, api.PathSessions, req, &s)
 	return s, err
 }
 
-func (h *httpCluster) CloseSession(ctx context.Context, sid string) error {
+// CloseSession closes a session.
+func (h *ClusterClient) CloseSession(ctx context.Context, sid string) error {
 	return h.do(ctx, http.MethodDelete, "/v1/sessions/"+esc(sid), nil, nil)
 }
 
-func (h *httpCluster) HeartbeatOnce(ctx context.Context, sid string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+// HeartbeatOnce renews a session and its leases.
+func (h *ClusterClient) HeartbeatOnce(ctx context.Context, sid string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	var r api.HeartbeatResponse
 	err := h.do(ctx, http.MethodPost, "/v1/sessions/"+esc(sid)+"/heartbeat", req, &r)
 	return r, err
 }
 
-func (h *httpCluster) Acquire(ctx context.Context, taskID string, req api.AcquireRequest) (api.Grant, error) {
+// Acquire grants taskID to a session.
+func (h *ClusterClient) Acquire(ctx context.Context, taskID string, req api.AcquireRequest) (api.Grant, error) {
 	var g api.Grant
 	err := h.do(ctx, http.MethodPost, "/v1/tasks/"+esc(taskID)+"/acquire", req, &g)
 	return g, err
 }
 
-func (h *httpCluster) Claim(ctx context.Context, req api.ClaimRequest) (api.Grant, error) {
+// Claim grants the most urgent claimable task to a session.
+func (h *ClusterClient) Claim(ctx context.Context, req api.ClaimRequest) (api.Grant, error) {
 	var g api.Grant
 	err := h.do(ctx, http.MethodPost, api.PathClaim, req, &g)
 	return g, err
 }
 
-func (h *httpCluster) task(ctx context.Context, taskID, op string, req any) (*lease.Task, error) {
+func (h *ClusterClient) task(ctx context.Context, taskID, op string, req any) (*lease.Task, error) {
 	var t lease.Task
 	if err := h.do(ctx, http.MethodPost, "/v1/tasks/"+esc(taskID)+"/"+op, req, &t); err != nil {
 		return nil, err
@@ -150,21 +186,38 @@ func (h *httpCluster) task(ctx context.Context, taskID, op string, req any) (*le
 	return &t, nil
 }
 
-func (h *httpCluster) Checkpoint(ctx context.Context, taskID string, req api.CheckpointRequest) (*lease.Task, error) {
+// Checkpoint records progress under an epoch.
+func (h *ClusterClient) Checkpoint(ctx context.Context, taskID string, req api.CheckpointRequest) (*lease.Task, error) {
 	return h.task(ctx, taskID, "checkpoint", req)
 }
 
-func (h *httpCluster) Wait(ctx context.Context, taskID string, req api.WaitRequest) (*lease.Task, error) {
+// Wait parks a task.
+func (h *ClusterClient) Wait(ctx context.Context, taskID string, req api.WaitRequest) (*lease.Task, error) {
 	return h.task(ctx, taskID, "wait", req)
 }
 
-func (h *httpCluster) Release(ctx context.Context, taskID string, req api.ReleaseRequest) (*lease.Task, error) {
+// Release ends a lease.
+func (h *ClusterClient) Release(ctx context.Context, taskID string, req api.ReleaseRequest) (*lease.Task, error) {
 	return h.task(ctx, taskID, "release", req)
+}
+
+// Revoke takes a task's lease away (operator).
+func (h *ClusterClient) Revoke(ctx context.Context, taskID string, req api.RevokeRequest) (*lease.Task, error) {
+	return h.task(ctx, taskID, "revoke", req)
+}
+
+// Task reads a task (linearizable).
+func (h *ClusterClient) Task(ctx context.Context, taskID string) (*lease.Task, error) {
+	var t lease.Task
+	if err := h.do(ctx, http.MethodGet, "/v1/tasks/"+esc(taskID), nil, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // newClusterClient returns the client a sidecar uses to reach endpoints,
 // and a function that releases it.
-func newClusterClient(endpoints []string, timeout time.Duration) (*httpCluster, func(), error) {
-	h := newHTTPCluster(endpoints, timeout)
-	return h, h.close, nil
+func newClusterClient(endpoints []string, timeout time.Duration) (*ClusterClient, func(), error) {
+	h := NewClusterClient(endpoints, timeout)
+	return h, h.Close, nil
 }

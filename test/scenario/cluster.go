@@ -32,8 +32,11 @@ type ClusterConfig struct {
 	// 100ms.
 	ElectionTimeout  time.Duration
 	HeartbeatTimeout time.Duration
-	// SnapshotThreshold is raft's; 0 keeps the store's default.
+	// SnapshotThreshold, SnapshotInterval and TrailingLogs are raft's
+	// snapshot policy; zero keeps the store's defaults.
 	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
 	// Logger receives the nodes' logs; nil discards them.
 	Logger *zap.Logger
 }
@@ -145,6 +148,8 @@ func (c *Cluster) open(n *Node, bootstrap bool) error {
 		ElectionTimeout: c.cfg.ElectionTimeout, HeartbeatTimeout: c.cfg.HeartbeatTimeout,
 		LeaderLeaseTimeout: c.cfg.HeartbeatTimeout,
 		SnapshotThreshold:  c.cfg.SnapshotThreshold,
+		SnapshotInterval:   c.cfg.SnapshotInterval,
+		TrailingLogs:       c.cfg.TrailingLogs,
 		Profiles:           map[string]raftstore.Profile{ProfileName: {TTL: c.cfg.TTL, Heartbeat: c.cfg.Heartbeat}},
 		DefaultProfile:     ProfileName,
 		Grace:              c.cfg.Grace,

@@ -4,56 +4,52 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
 )
 
-// downstream is the fenced service the workers write to, with the log the
-// summary is judged from.
-type downstream interface {
-	// Addr is the service's host:port.
-	Addr() string
-	// Accepted returns the accepted writes of task, in the order they took
-	// effect.
-	Accepted(task string) []acceptedWrite
-	// RejectedStale is how many writes of task were refused as stale.
-	RejectedStale(task string) int
-	// Close stops the service.
-	Close() error
-}
-
-// fencedLog is a fenced downstream built on the fence package's net/http
-// middleware: it accepts POST /v1/tasks/{task}/writes and logs every
-// accepted write inside the fenced section, so the log order is the order
-// the writes took effect.
-type fencedLog struct {
+// FencedService is a fenced downstream built on the fence package's
+// net/http middleware (in-memory store): it accepts
+// POST /v1/tasks/{task}/writes and logs every accepted write inside the
+// fenced section, so the log order is the order the writes took effect,
+// and it counts the writes it refused as stale.
+type FencedService struct {
 	ln  net.Listener
 	srv *http.Server
 	wg  sync.WaitGroup
 
 	mu       sync.Mutex
-	accepted map[string][]acceptedWrite
-	stale    map[string]int
+	accepted map[string][]AcceptedWrite
+	stale    map[string][]AcceptedWrite
 }
 
-func startDownstream(_ *zap.Logger) (downstream, error) {
+// AcceptedWrite is one write the downstream decided on.
+type AcceptedWrite struct {
+	// Epoch is the write's fencing token.
+	Epoch uint64
+	// Key is its Idempotency-Key.
+	Key string
+	// At is when the downstream decided.
+	At time.Time
+}
+
+// StartFencedService starts a FencedService on 127.0.0.1:0.
+func StartFencedService() (*FencedService, error) {
 	store, err := fence.NewMemStore(fence.MemStoreConfig{})
 	if err != nil {
 		return nil, err
 	}
-	d := &fencedLog{accepted: map[string][]acceptedWrite{}, stale: map[string]int{}}
+	d := &FencedService{accepted: map[string][]AcceptedWrite{}, stale: map[string][]AcceptedWrite{}}
 	mw, err := fence.NewMiddleware(fence.MiddlewareConfig{Config: fence.Config{
 		Store: store,
 		Observer: func(dec fence.Decision) {
 			if dec.Problem != nil && dec.Problem.Type == fence.ProblemStaleToken {
 				d.mu.Lock()
-				d.stale[dec.Write.Key.Task]++
+				t := dec.Write.Key.Task
+				d.stale[t] = append(d.stale[t], AcceptedWrite{Epoch: dec.Write.Epoch, Key: dec.Write.IdempotencyKey, At: time.Now()})
 				d.mu.Unlock()
 			}
 		},
@@ -79,34 +75,49 @@ func startDownstream(_ *zap.Logger) (downstream, error) {
 	return d, nil
 }
 
-func (d *fencedLog) write(w http.ResponseWriter, r *http.Request) {
+func (d *FencedService) write(w http.ResponseWriter, r *http.Request) {
 	fw, ok := fence.WriteFromContext(r.Context())
 	if !ok {
 		fence.WriteProblemHTTP(w, &fence.Problem{Type: api.ProblemTypeBase + "unfenced", Title: "unfenced write", Status: http.StatusInternalServerError})
 		return
 	}
 	d.mu.Lock()
-	d.accepted[fw.Key.Task] = append(d.accepted[fw.Key.Task], acceptedWrite{Epoch: fw.Epoch, Action: strings.TrimSpace(r.Header.Get(fence.HeaderIdempotencyKey))})
+	d.accepted[fw.Key.Task] = append(d.accepted[fw.Key.Task], AcceptedWrite{Epoch: fw.Epoch, Key: fw.IdempotencyKey, At: time.Now()})
 	d.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"ok":true}`))
 }
 
-func (d *fencedLog) Addr() string { return d.ln.Addr().String() }
+// Addr is the service's host:port.
+func (d *FencedService) Addr() string { return d.ln.Addr().String() }
 
-func (d *fencedLog) Accepted(task string) []acceptedWrite {
+// WriteURL is the URL of task's writes.
+func (d *FencedService) WriteURL(task string) string { return writeURL(d.Addr(), task) }
+
+// Accepted returns the accepted writes of task, in the order they took
+// effect.
+func (d *FencedService) Accepted(task string) []AcceptedWrite {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]acceptedWrite(nil), d.accepted[task]...)
+	return append([]AcceptedWrite(nil), d.accepted[task]...)
 }
 
-func (d *fencedLog) RejectedStale(task string) int {
+// Stale returns the writes of task refused for a stale fencing token.
+func (d *FencedService) Stale(task string) []AcceptedWrite {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.stale[task]
+	return append([]AcceptedWrite(nil), d.stale[task]...)
 }
 
-func (d *fencedLog) Close() error {
+// RejectedStale is how many writes of task were refused as stale.
+func (d *FencedService) RejectedStale(task string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.stale[task])
+}
+
+// Close stops the service.
+func (d *FencedService) Close() error {
 	err := d.srv.Close()
 	d.wg.Wait()
 	return err

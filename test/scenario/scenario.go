@@ -123,7 +123,7 @@ type play struct {
 	dir      string
 	tempDir  bool
 	cluster  *Cluster
-	down     downstream
+	down     *FencedService
 	aLinks   []*netfault.Link // A's sidecar → each cluster node
 	stuck    *netfault.Link   // one of A's writes → downstream
 	sideA    *proxy.Sidecar
@@ -168,7 +168,7 @@ func (p *play) setup(ctx context.Context) error {
 	p.logf("cluster", "3 nodes up on loopback, leader %s (TTL %v, heartbeat %v, grace %v)",
 		leader.ID, cfg.TTL, cfg.TTL/4, cfg.TTL/2)
 
-	if p.down, err = startDownstream(cfg.Logger); err != nil {
+	if p.down, err = StartFencedService(); err != nil {
 		return err
 	}
 	p.logf("down", "reference fenced service on %s", p.down.Addr())

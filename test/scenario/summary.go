@@ -52,12 +52,6 @@ func (s Summary) JSON() string {
 	return string(b)
 }
 
-// acceptedWrite is one write the downstream accepted, in its log order.
-type acceptedWrite struct {
-	Epoch  uint64
-	Action string
-}
-
 // sentWrite is one write a worker made and what became of it.
 type sentWrite struct {
 	Worker string
@@ -70,7 +64,7 @@ type sentWrite struct {
 type audit struct {
 	epochA, epochB uint64
 	resumed        bool
-	accepted       []acceptedWrite // downstream log, in order
+	accepted       []AcceptedWrite // downstream log, in order
 	rejectedStale  int             // downstream count
 	sent           []sentWrite
 	lostAt         time.Time // A's sidecar said "lost" (zero: never)
