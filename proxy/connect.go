@@ -104,6 +104,12 @@ func (t *tunnel) Close() error {
 	c := t.client
 	t.mu.Unlock()
 	if c != nil {
+		// fasthttp's hijacked conn ignores Close (the server closes it when
+		// the hijack handler returns); close the real connection so a
+		// reader blocked on it wakes up now.
+		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
+			_ = u.UnsafeConn().Close()
+		}
 		_ = c.Close()
 	}
 	return t.up.Close()

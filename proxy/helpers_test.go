@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/goleak"
@@ -443,4 +444,15 @@ func proxyClient(t testing.TB, s *Sidecar, user string) *http.Client {
 func checkpointReq(s *Sidecar, task string, seq uint64) api.CheckpointRequest {
 	_, epoch, _ := s.leases.resolve(task)
 	return api.CheckpointRequest{SessionID: s.sessionID(), Epoch: epoch, Seq: seq}
+}
+
+// counterValue reads a counter or gauge.
+func counterValue(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	require.NoError(t, m.Write(&d))
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
 }

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
+)
+
+func ctl(t *testing.T, s *Sidecar, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+s.ControlAddr()+path, strings.NewReader(body))
+	require.NoError(t, err)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestControlLifecycle(t *testing.T) {
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	code, _ := ctl(t, s, "GET", PathHealth, "")
+	require.Equal(t, 200, code)
+	code, _ = ctl(t, s, "GET", PathReady, "")
+	require.Equal(t, 200, code, "ready once the session is open")
+
+	code, body := ctl(t, s, "POST", PathAcquire, `{"taskId":"job-1","create":true,"profile":"short"}`)
+	require.Equal(t, 200, code, body)
+	var g GrantReply
+	require.NoError(t, json.Unmarshal([]byte(body), &g))
+	require.Equal(t, "job-1", g.Lease.TaskID)
+	require.Equal(t, uint64(101), g.Lease.Epoch)
+	require.True(t, g.Lease.Current)
+	require.Greater(t, g.Lease.RemainingMs, int64(9000))
+
+	code, body = ctl(t, s, "POST", PathCheckpoint, `{"step":"fetched","data":"AQI="}`)
+	require.Equal(t, 200, code, body)
+	code, body = ctl(t, s, "GET", PathLease, "")
+	require.Equal(t, 200, code)
+	var lr LeaseReply
+	require.NoError(t, json.Unmarshal([]byte(body), &lr))
+	require.Len(t, lr.Leases, 1)
+	require.Equal(t, uint64(1), lr.Leases[0].CheckpointSeq)
+	require.Equal(t, "fetched", lr.Leases[0].CheckpointStep)
+
+	code, body = ctl(t, s, "POST", PathComplete, `{"result":"ZG9uZQ=="}`)
+	require.Equal(t, 200, code, body)
+	require.Len(t, fc.releases, 1)
+	require.Equal(t, lease.OutcomeCompleted, fc.releases[0].Outcome)
+	require.Equal(t, uint64(101), fc.releases[0].Epoch)
+	code, body = ctl(t, s, "POST", PathComplete, `{}`)
+	require.Equal(t, 409, code)
+	require.Equal(t, api.ProblemTypeBase+CodeNoLease, problemOf(t, body).Type)
+
+	// Bad input.
+	code, _ = ctl(t, s, "POST", PathAcquire, `{"taskId":"x","bogus":1}`)
+	require.Equal(t, 400, code)
+	code, _ = ctl(t, s, "POST", PathAcquire, `{}`)
+	require.Equal(t, 400, code)
+	code, _ = ctl(t, s, "GET", PathAcquire, ``)
+	require.Equal(t, 405, code)
+	code, _ = ctl(t, s, "GET", "/nope", ``)
+	require.Equal(t, 404, code)
+
+	// Claim, then a wait parks it.
+	code, body = ctl(t, s, "POST", PathClaim, ``)
+	require.Equal(t, 200, code, body)
+	code, body = ctl(t, s, "POST", PathWait, `{"timeoutMs":1000}`)
+	require.Equal(t, 200, code, body)
+	require.Empty(t, s.Leases())
+
+	code, body = ctl(t, s, "GET", PathMetrics, "")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "fencepost_sidecar_lease_remaining_seconds")
+	require.Contains(t, body, `fencepost_sidecar_lease_events_total{kind="acquired"} 2`)
+}
+
+func TestControlStaleEpochDropsLease(t *testing.T) {
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	fc.mu.Lock()
+	fc.leases["t"].epoch = 500 // someone else got a newer grant
+	fc.mu.Unlock()
+	code, body := ctl(t, s, "POST", PathCheckpoint, `{"taskId":"t"}`)
+	require.Equal(t, 409, code, body)
+	_, why := s.leases.current("t", time.Now())
+	require.Equal(t, reasonLost, why, "the cluster's word beats the local deadline")
+}
+
+func TestEventsStream(t *testing.T) {
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("http://" + s.ControlAddr() + PathEvents)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n') // the opening comment: subscribed
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, ":"))
+
+	mustAcquire(t, s, "t")
+	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.heartbeat(t.Context(), s.sessionID(), new(int))
+	var kinds []string
+	for len(kinds) < 2 {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		if k, ok := strings.CutPrefix(strings.TrimSpace(line), "event: "); ok {
+			kinds = append(kinds, k)
+		}
+		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			var ev Event
+			require.NoError(t, json.Unmarshal([]byte(d), &ev))
+			require.Equal(t, "t", ev.TaskID)
+		}
+	}
+	require.Equal(t, []string{"acquired", "revoked"}, kinds)
+}

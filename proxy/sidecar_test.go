@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+
+	"github.com/fencepost/fencepost/fence/lease"
+)
+
+func TestOneTaskModeAcquiresAndShutdownGivesBack(t *testing.T) {
+	fc := newFakeCluster()
+	// Someone else holds it at first: the sidecar keeps retrying.
+	fc.leases["solo"] = &fakeLease{epoch: 50, sid: "other", status: lease.StatusActive}
+	cfg := baseConfig(t)
+	cfg.Task = "solo"
+	s, err := New(cfg, fc)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	code, _ := ctl(t, s, "GET", PathReady, "")
+	require.Equal(t, 503, code, "not ready without the lease")
+	fc.mu.Lock()
+	delete(fc.leases, "solo")
+	fc.mu.Unlock()
+	eventually(t, func() bool { c, _ := ctl(t, s, "GET", PathReady, ""); return c == 200 }, "ready with the lease")
+
+	// A write is in flight when shutdown starts: the sidecar keeps the
+	// lease (and heartbeats) until it finishes, then gives the lease back.
+	release := make(chan struct{})
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) { <-release })
+	c := proxyClient(t, s, "")
+	done := make(chan int, 1)
+	go func() {
+		resp, err := c.Post("http://"+up.addr()+"/w", "text/plain", nil)
+		if err != nil {
+			done <- -1
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	eventually(t, func() bool { return len(up.requests()) == 1 }, "write in flight")
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(context.Background()) }()
+	eventually(t, s.draining.Load, "draining")
+	fc.mu.Lock()
+	require.Empty(t, fc.releases, "not released while a write is in flight")
+	fc.mu.Unlock()
+	close(release)
+	require.Equal(t, 200, <-done)
+	require.NoError(t, <-stopped)
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	require.Len(t, fc.releases, 1)
+	require.Equal(t, lease.OutcomeGivenBack, fc.releases[0].Outcome)
+	require.Equal(t, []string{"s1"}, fc.closed)
+	require.ErrorIs(t, s.Shutdown(context.Background()), ErrClosed)
+	require.ErrorIs(t, s.Start(context.Background()), ErrClosed)
+}
+
+func TestStartErrors(t *testing.T) {
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	require.ErrorIs(t, s.Start(context.Background()), ErrStarted)
+	cfg := baseConfig(t)
+	cfg.ProxyAddr = s.ProxyAddr() // taken
+	s2, err := New(cfg, fc)
+	require.NoError(t, err)
+	require.Error(t, s2.Start(context.Background()))
+	require.ErrorIs(t, s2.Shutdown(context.Background()), ErrNotStarted)
+	_, err = New(baseConfig(t), nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
