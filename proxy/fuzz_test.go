@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/fencepost/fencepost/fence"
+)
+
+// FuzzProxyRequest feeds arbitrary bytes through the proxy's request path
+// (parse, decide, build) under four lease states and checks the safety
+// property: nothing is forwarded as a write without a current lease, and
+// every forwarded request carries exactly one X-Fencing-Token, equal to
+// the current epoch when stamped, and no worker-sent X-Fencing-* or
+// hop-by-hop header.
+func FuzzProxyRequest(f *testing.F) {
+	seeds := []string{
+		"POST http://up.example/x HTTP/1.1\r\nHost: up.example\r\nContent-Length: 1\r\n\r\nx",
+		"GET http://up.example/r HTTP/1.1\r\nHost: up.example\r\n\r\n",
+		"PUT http://up.example/x HTTP/1.1\r\nX-Fencing-Token: 99999\r\nx-fencing-token: 1\r\nX-FENCING-TASK: other\r\nContent-Length: 0\r\n\r\n",
+		"DELETE http://up.example/x HTTP/1.1\r\nConnection: X-Secret, close\r\nX-Secret: 1\r\nKeep-Alive: 1\r\nTE: trailers\r\n\r\n",
+		"POST http://up.example/x HTTP/1.1\r\nProxy-Authorization: Basic dGFzazo=\r\nX-Fencing-Action-Id: a1\r\nContent-Length: 0\r\n\r\n",
+		"POST http://up.example/x HTTP/1.1\r\nX-Fencing-Task-Select: nope\r\nContent-Length: 0\r\n\r\n",
+		"OPTIONS http://up.example/x HTTP/1.1\r\nIdempotency-Key: k\r\n\r\n",
+		"post http://up.example/x HTTP/1.1\r\n\r\n",
+		"POST /origin HTTP/1.1\r\nHost: up.example\r\n\r\n",
+		"PATCH http://UP.example:8080/a/../b?q=1#frag HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
+		"GET http://up.example/ HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+	}
+	for _, s := range seeds {
+		for mode := byte(0); mode < 4; mode++ {
+			f.Add([]byte(s), mode)
+		}
+	}
+	clk := newFakeClock()
+	cfg := baseConfig(f)
+	cfg.Clock = clk
+	cfg.WriteRules = []WriteRule{{Host: "up.example", PathPrefix: "/r", Methods: []string{"POST"}, Write: false}}
+	s, err := New(cfg, newFakeCluster())
+	if err != nil {
+		f.Fatal(err)
+	}
+	epoch := uint64(0)
+	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
+		epoch++
+		s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
+		now := clk.Now()
+		if mode%4 != 3 {
+			s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
+		}
+		switch mode % 4 {
+		case 1:
+			clk.Advance(10 * time.Second)
+		case 2:
+			s.leases.drop("task", 0, reasonRevoked)
+		}
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.DisableNormalizing()
+		if err := ctx.Request.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
+			return // the server answers 400 before the handler runs
+		}
+		if ctx.IsConnect() {
+			return
+		}
+		d, e := s.decide(&ctx)
+		if e != nil {
+			return
+		}
+		req := fasthttp.AcquireRequest()
+		defer fasthttp.ReleaseRequest(req)
+		if e := s.buildRequest(&ctx, req, &d); e != nil {
+			return
+		}
+		// Forwarded. Property 1: a write only with a current lease.
+		l, why := s.leases.current("task", clk.Now())
+		if d.write && (why != "" || !d.leased || d.lease.Epoch != l.Epoch) {
+			t.Fatalf("write forwarded without a current lease (mode %d, why %q)", mode, why)
+		}
+		var tokens, fencing [][]byte
+		for k, v := range req.Header.All() {
+			if hasPrefixFold(k, fencingPrefix) {
+				fencing = append(fencing, bytes.Clone(k))
+			}
+			if bytes.EqualFold(k, []byte(fence.HeaderToken)) {
+				tokens = append(tokens, bytes.Clone(v))
+			}
+			if isHopByHop(k) {
+				t.Fatalf("hop-by-hop header %q forwarded", k)
+			}
+		}
+		if !d.leased {
+			if len(fencing) != 0 {
+				t.Fatalf("unstamped forward carries %q", fencing)
+			}
+			return
+		}
+		// Property 2: exactly one token, equal to the current epoch.
+		if len(tokens) != 1 || string(tokens[0]) != fence.FormatEpoch(l.Epoch) {
+			t.Fatalf("tokens %q, want exactly [%d]", tokens, l.Epoch)
+		}
+		for _, k := range fencing {
+			switch {
+			case bytes.EqualFold(k, []byte(fence.HeaderToken)), bytes.EqualFold(k, []byte(fence.HeaderTask)),
+				bytes.EqualFold(k, []byte(fence.HeaderHolder)), bytes.EqualFold(k, []byte(fence.HeaderSignature)):
+			default:
+				t.Fatalf("worker-sent fencing header %q forwarded", k)
+			}
+		}
+		if len(fencing) != 3 {
+			t.Fatalf("want one token, task and holder, got %q", fencing)
+		}
+	})
+}
