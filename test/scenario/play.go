@@ -36,7 +36,15 @@ func (p *play) play(ctx context.Context) error {
 			p.logf("A", "its held step-2 call returned: %s", describe(r))
 		}
 	}()
-	if err := waitUntil(ctx, 5*time.Second, 5*time.Millisecond, func() bool { return p.stuck.Stats().BytesHeld > 0 }); err != nil {
+	// Headers and body may be written separately: wait until the held
+	// bytes stop growing.
+	var held int64
+	if err := waitUntil(ctx, 5*time.Second, 30*time.Millisecond, func() bool {
+		n := p.stuck.Stats().BytesHeld
+		settled := n > 0 && n == held
+		held = n
+		return settled
+	}); err != nil {
 		return errStep("A's step-2 write reaching the wire", err)
 	}
 	p.logf("net", "A's step-2 write left its sidecar stamped epoch=%d and is stuck on the wire", epochA)

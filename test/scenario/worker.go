@@ -196,16 +196,18 @@ const (
 type WriteResult struct {
 	Outcome WriteOutcome
 	Status  int
-	Code    string // problem code (sidecar) or type tail (downstream)
-	Sent    time.Time
+	Code    string    // problem code (sidecar) or type tail (downstream)
+	Sent    time.Time // when the worker sent it
+	Done    time.Time // when the worker had its answer
 	Err     error
 }
 
 // Write POSTs a tool call to target (a URL) through the sidecar, with
 // actionID as the worker's stable id of the action (the sidecar derives
 // the Idempotency-Key from it).
-func (w *Worker) Write(ctx context.Context, target, task, actionID string, body []byte) WriteResult {
-	res := WriteResult{Sent: time.Now()}
+func (w *Worker) Write(ctx context.Context, target, task, actionID string, body []byte) (res WriteResult) {
+	res.Sent = time.Now()
+	defer func() { res.Done = time.Now() }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		res.Outcome, res.Err = Failed, err
