@@ -53,7 +53,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			Signature:      r.Header.Values(HeaderSignature),
 			IdempotencyKey: r.Header.Values(HeaderIdempotencyKey),
 			Method:         r.Method,
-			RequestURI:     r.URL.RequestURI(),
+			RequestURI:     requestURI(r),
 			Body:           func() ([]byte, error) { return readBody(r, m.v.MaxBodyBytes()) },
 		}
 		if m.scope != nil {
@@ -75,6 +75,15 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 			writeResponse(w, rec.header, res.Response, false)
 		}
 	})
+}
+
+// requestURI is the request-target as received, which the payload
+// fingerprint covers (SPEC.md section 5).
+func requestURI(r *http.Request) string {
+	if r.RequestURI != "" {
+		return r.RequestURI
+	}
+	return r.URL.RequestURI()
 }
 
 // readBody reads the whole body within limit and puts a fresh reader back
