@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/sqlstore"
@@ -32,7 +33,9 @@ func serve(t *testing.T, h fasthttp.RequestHandler) (string, *http.Client) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := &fasthttp.Server{Handler: h}
+	// A short idle-worker period lets the pool's cleaner goroutine notice
+	// Shutdown quickly (goleak checks at exit).
+	srv := &fasthttp.Server{Handler: h, MaxIdleWorkerDuration: 50 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	client := &http.Client{Transport: &http.Transport{}}
