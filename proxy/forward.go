@@ -14,6 +14,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/fence"
 )
 
 // newProxyServer builds the forward proxy's server. Names and paths are
@@ -298,6 +300,14 @@ func (s *Sidecar) buildRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 	req.UseHostHeader = true
 	req.Header.SetHostBytes(ctx.Request.URI().Host())
 	req.SetBodyRaw(ctx.Request.Body())
+	if len(d.scan.idemKey) > 1 {
+		return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: "repeated Idempotency-Key"}
+	}
+	if len(d.scan.idemKey) == 1 {
+		// The worker's own key always passes unchanged (validated below
+		// for writes, which depend on it).
+		req.Header.Set(fence.HeaderIdempotencyKey, d.scan.idemKey[0])
+	}
 	if !d.leased {
 		return nil
 	}
@@ -323,9 +333,7 @@ func (s *Sidecar) buildRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 		if !ok {
 			return blockedReply(reasonLost, l, d.task, true)
 		}
-		req.Header.Set("Idempotency-Key", key)
-	} else if len(d.scan.idemKey) == 1 {
-		req.Header.Set("Idempotency-Key", d.scan.idemKey[0])
+		req.Header.Set(fence.HeaderIdempotencyKey, key)
 	}
 	return nil
 }

@@ -211,3 +211,12 @@ func TestLeaseRecheckedBeforeSendAfterSlowBody(t *testing.T) {
 	require.NotNil(t, e)
 	require.Equal(t, CodeLeaseExpired, e.code)
 }
+
+func TestWorkerKeyPassesOnUnleasedRead(t *testing.T) {
+	fc := newFakeCluster()
+	up := startUpstream(t, nil)
+	s := startSidecar(t, fc, baseConfig(t))
+	resp, _ := doReq(t, proxyClient(t, s, ""), "GET", "http://"+up.addr()+"/r", "", map[string][]string{"Idempotency-Key": {"k-1"}})
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, []string{"k-1"}, up.requests()[0].values("Idempotency-Key"))
+}

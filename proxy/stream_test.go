@@ -156,3 +156,50 @@ func TestResponseBodyBounded(t *testing.T) {
 	require.Error(t, err, "the stream is cut, not completed")
 	require.LessOrEqual(t, len(b), 10<<10)
 }
+
+func TestClientGoneMidStreamReleasesUpstream(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			for {
+				if _, err := w.WriteString("tick\n"); err != nil {
+					return
+				}
+				if w.Flush() != nil {
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
+	})
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	c := proxyClient(t, s, "")
+	resp, err := c.Get("http://" + up.addr() + "/ticks")
+	require.NoError(t, err)
+	buf := make([]byte, 5)
+	_, err = io.ReadFull(resp.Body, buf)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.inflight.Load(), "the relay is in flight")
+	require.NoError(t, resp.Body.Close()) // the worker hangs up mid-stream
+	eventually(t, func() bool { return s.inflight.Load() == 0 }, "relay closed after the worker left")
+}
+
+func TestMetricsCountDecisions(t *testing.T) {
+	fc := newFakeCluster()
+	up := startUpstream(t, nil)
+	s := startSidecar(t, fc, baseConfig(t))
+	c := proxyClient(t, s, "")
+	doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)                  // blocked: none
+	doReq(t, c, "GET", "http://"+up.addr()+"/r", "", nil)                    // forwarded
+	rawExchange(t, s.ProxyAddr(), "GET /origin HTTP/1.1\r\nHost: x\r\n\r\n") // rejected
+	require.Equal(t, 1.0, counterValue(t, s.metrics.requests.WithLabelValues(decisionBlocked)))
+	require.Equal(t, 1.0, counterValue(t, s.metrics.requests.WithLabelValues(decisionForwarded)))
+	require.Equal(t, 1.0, counterValue(t, s.metrics.requests.WithLabelValues(decisionRejected)))
+	require.Equal(t, 1.0, counterValue(t, s.metrics.writesBlocked.WithLabelValues("none")))
+}
