@@ -101,6 +101,12 @@ type Config struct {
 	TLSOriginate []TLSOrigin
 	// ConnectAllow lists the host:port targets CONNECT may tunnel to.
 	ConnectAllow []string
+	// Journal marks writes whose effects are journaled in the cluster
+	// (DESIGN.md 5); the Cluster must then implement Journal.
+	Journal []JournalRule
+	// MaxJournalBody bounds the response body recorded for a journaled
+	// write. Default 1 MiB.
+	MaxJournalBody int64
 
 	// MaxRequestBody bounds a request body. Default 10 MiB.
 	MaxRequestBody int
@@ -146,6 +152,7 @@ const (
 	DefaultMaxRequestBody   = 10 << 20
 	DefaultMaxResponseBody  = 256 << 20
 	DefaultMaxHeaderBytes   = 16 << 10
+	DefaultMaxJournalBody   = 1 << 20
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultUpstreamTimeout  = 60 * time.Second
 	DefaultReadTimeout      = 30 * time.Second
@@ -181,6 +188,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxResponseBody == 0 {
 		c.MaxResponseBody = DefaultMaxResponseBody
+	}
+	if c.MaxJournalBody == 0 {
+		c.MaxJournalBody = DefaultMaxJournalBody
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
@@ -262,6 +272,11 @@ func (c Config) Validate() error {
 			if !isToken(m) {
 				return bad(field+".methods", "%q is not an HTTP method token", m)
 			}
+		}
+	}
+	for i, r := range c.Journal {
+		if r.PathPrefix != "" && r.PathPrefix[0] != '/' {
+			return bad(fmt.Sprintf("journal[%d].pathPrefix", i), "must start with '/', got %q", r.PathPrefix)
 		}
 	}
 	for i, o := range c.TLSOriginate {

@@ -275,6 +275,10 @@ func (s *Sidecar) handleProxy(ctx *fasthttp.RequestCtx) {
 		s.refuse(ctx, e)
 		return
 	}
+	if d.write && d.leased && s.journal != nil && s.journaled(string(ctx.Method()), d.tgt) {
+		s.forwardJournaled(ctx, req, &d)
+		return
+	}
 	s.forward(ctx, req, &d)
 }
 

@@ -12,6 +12,7 @@ const (
 	decisionForwarded = "forwarded" // sent upstream (or tunnelled)
 	decisionBlocked   = "blocked"   // refused for want of a current lease
 	decisionRejected  = "rejected"  // refused as malformed or not allowed
+	decisionReplayed  = "replayed"  // answered from the effect journal
 )
 
 // metrics are the sidecar's Prometheus collectors. No label ever carries a

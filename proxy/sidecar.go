@@ -21,17 +21,19 @@ import (
 // proxy and control API. Create it with New, run it with Start, stop it
 // with Shutdown.
 type Sidecar struct {
-	cfg      Config
-	cluster  Cluster
-	log      *zap.Logger
-	clock    Clock
-	leases   *leaseTable
-	events   *broker
-	metrics  *metrics
-	gatherer prometheus.Gatherer
-	up       *upstream
-	rules    []WriteRule
-	allow    map[string]bool // CONNECT targets, lower-case host:port
+	cfg          Config
+	cluster      Cluster
+	log          *zap.Logger
+	clock        Clock
+	leases       *leaseTable
+	events       *broker
+	metrics      *metrics
+	gatherer     prometheus.Gatherer
+	up           *upstream
+	rules        []WriteRule
+	journal      Journal // nil unless Config.Journal has rules
+	journalRules []WriteRule
+	allow        map[string]bool // CONNECT targets, lower-case host:port
 
 	mu      sync.Mutex // guards state, servers and listeners
 	state   int        // 0 new, 1 started, 2 closed
@@ -73,6 +75,17 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		allow:   make(map[string]bool),
 		wakeHB:  make(chan struct{}, 1),
 		wakeDog: make(chan struct{}, 1),
+	}
+	if len(cfg.Journal) > 0 {
+		j, ok := c.(Journal)
+		if !ok {
+			return nil, fmt.Errorf("%w: journal: the cluster client does not implement proxy.Journal", ErrInvalidConfig)
+		}
+		s.journal = j
+		for _, r := range cfg.Journal {
+			s.journalRules = append(s.journalRules, WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: true})
+		}
+		s.journalRules = normalizeRules(s.journalRules)
 	}
 	for _, a := range cfg.ConnectAllow {
 		h, p, _ := splitHostPort(a)
