@@ -65,6 +65,16 @@ var problemTable = []problemRow{
 	{ErrWriteFailed, ProblemWriteFailed, http.StatusInternalServerError, "Write failed"},
 }
 
+// ProblemTypes lists every problem type URI the package produces, in the
+// order of the decision table; metrics use it to pre-create label values.
+func ProblemTypes() []string {
+	out := make([]string, len(problemTable))
+	for i, row := range problemTable {
+		out[i] = row.typ
+	}
+	return out
+}
+
 // Problem is an RFC 9457 problem document.
 type Problem struct {
 	// Type is one of the Problem* URIs.
