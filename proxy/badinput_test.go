@@ -33,6 +33,7 @@ func TestBadInput(t *testing.T) {
 	up := startUpstream(t, nil)
 	cfg := baseConfig(t)
 	cfg.MaxHeaderBytes = 4096
+	cfg.MaxRequestBody = 1024
 	s := startSidecar(t, fc, cfg)
 	mustAcquire(t, s, "t")
 	u := up.addr()
@@ -54,6 +55,7 @@ func TestBadInput(t *testing.T) {
 		{"LF injection", "POST http://" + u + "/x HTTP/1.1\r\nHost: " + u + "\r\nX-A: a\rX-Fencing-Token: 1\r\nContent-Length: 0\r\n\r\n", 400, ""},
 		{"NUL in header", "POST http://" + u + "/x HTTP/1.1\r\nHost: " + u + "\r\nX-A: a\x00b\r\nContent-Length: 0\r\n\r\n", 400, ""},
 		{"oversized header", "POST http://" + u + "/x HTTP/1.1\r\nHost: " + u + "\r\nX-Big: " + big + "\r\nContent-Length: 0\r\n\r\n", 431, CodeHeaderTooLarge},
+		{"body too large", "POST http://" + u + "/x HTTP/1.1\r\nHost: " + u + "\r\nContent-Length: 5000\r\n\r\n" + strings.Repeat("b", 5000), 413, CodeTooLarge},
 		{"websocket upgrade", "GET http://" + u + "/ws HTTP/1.1\r\nHost: " + u + "\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 501, CodeUpgrade},
 		{"h2c upgrade", "POST http://" + u + "/x HTTP/1.1\r\nHost: " + u + "\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nContent-Length: 0\r\n\r\n", 501, CodeUpgrade},
 	} {

@@ -189,16 +189,37 @@ func (t *leaseTable) grant(g api.Grant, sent, now time.Time) leaseSnap {
 	if g.Lease.Status != "" && g.Lease.Status != lease.StatusActive {
 		l.blocked = reasonFromStatus(g.Lease.Status)
 	}
-	if l.blocked == "" && now.Before(l.deadline) {
-		l.gen = newGeneration()
-	}
+	current := l.blocked == "" && now.Before(l.deadline)
 	t.mu.Lock()
 	old := t.held[l.taskID]
+	var cut *generation
+	if old != nil && old.epoch == l.epoch {
+		// The same grant again (a retried acquire): keep its deadline if
+		// later, its write ordinal and its generation, so nothing in flight
+		// is orphaned.
+		if old.deadline.After(l.deadline) {
+			l.deadline = old.deadline
+		}
+		l.ordinal = old.ordinal
+		if old.ckptSeq > l.ckptSeq {
+			l.ckptSeq, l.ckptStep = old.ckptSeq, old.ckptStep
+		}
+		if current && old.gen != nil && !old.gen.isCut() {
+			l.gen = old.gen
+		} else {
+			cut = old.gen
+		}
+	} else if old != nil {
+		cut = old.gen
+	}
+	if current && l.gen == nil {
+		l.gen = newGeneration()
+	}
 	t.held[l.taskID] = l
 	delete(t.gone, l.taskID)
 	t.mu.Unlock()
-	if old != nil && old.gen != nil && old.epoch != l.epoch {
-		old.gen.cutAll()
+	if cut != nil && cut != l.gen {
+		cut.cutAll()
 	}
 	return l.snap()
 }

@@ -131,3 +131,18 @@ func TestOrdinalRestartsAtCheckpoint(t *testing.T) {
 	_, _, ok = lt.nextWrite("t", 4)
 	require.False(t, ok, "a stale epoch gets no key")
 }
+
+func TestRegrantOfSameEpochKeepsGeneration(t *testing.T) {
+	now := time.Now()
+	lt := newLeaseTable(0.01, 0)
+	a := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
+	lt.nextWrite("t", 5)
+	b := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now.Add(time.Second), now.Add(time.Second))
+	require.Same(t, a.gen, b.gen)
+	require.False(t, a.gen.isCut())
+	_, n, _ := lt.nextWrite("t", 5)
+	require.Equal(t, uint64(2), n, "the ordinal survives a retried acquire")
+	c := lt.grant(testGrant("t", 6, 10*time.Second, 3*time.Second), now, now)
+	require.NotSame(t, a.gen, c.gen)
+	require.True(t, a.gen.isCut(), "a newer epoch cuts the old one's connections")
+}

@@ -245,8 +245,8 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("proxy: stop control server: %w", err))
 	}
 	cancel()
-	s.serving.Wait()
 	s.up.close()
+	s.serving.Wait()
 	s.log.Info("sidecar stopped")
 	return errors.Join(errs...)
 }

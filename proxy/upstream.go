@@ -21,6 +21,9 @@ type upstream struct {
 	cfg     Config
 	origins originTable
 	shared  *fasthttp.Client
+	// sharedGen tracks the shared client's connections so Shutdown can
+	// close streams still running after the drain.
+	sharedGen *generation
 }
 
 func newUpstream(cfg Config) (*upstream, error) {
@@ -28,8 +31,8 @@ func newUpstream(cfg Config) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{cfg: cfg, origins: o}
-	u.shared = u.newClient(nil)
+	u := &upstream{cfg: cfg, origins: o, sharedGen: newGeneration()}
+	u.shared = u.newClient(u.sharedGen)
 	return u, nil
 }
 
@@ -73,7 +76,9 @@ func (u *upstream) writeClient(g *generation) *fasthttp.Client {
 	return g.client
 }
 
+// close closes every connection of the shared client, in use or idle.
 func (u *upstream) close() {
+	u.sharedGen.cutAll()
 	u.shared.CloseIdleConnections()
 }
 
