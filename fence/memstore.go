@@ -189,6 +189,9 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 		// accepted meanwhile, and this write must not take effect after it.
 		if w.Epoch < t.maxSeen {
 			seen := t.maxSeen
+			// This write may have consumed the wake-up meant for the
+			// next waiter; pass it on.
+			s.handOn(t)
 			sh.mu.Unlock()
 			s.release(claim)
 			return nil, 0, &StaleError{Epoch: w.Epoch, MaxSeen: seen}

@@ -281,3 +281,81 @@ func TestMemStoreI3UnderRacingEpochs(t *testing.T) {
 	require.NoError(t, err)
 	raceStore(t, s, 16, 60, 4)
 }
+
+// waiters reports how many writes wait for task k (test helper).
+func (s *MemStore) waitersFor(k TaskKey) int {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if t := sh.tasks[k]; t != nil {
+		return t.waiters
+	}
+	return 0
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond) // poll interval, bounded by the deadline
+	}
+}
+
+// TestMemStoreWakeUpIsPassedOn: a waiter that wakes up only to find its
+// epoch stale must hand the wake-up to the next waiter, or that one would
+// wait forever although the task is free.
+func TestMemStoreWakeUpIsPassedOn(t *testing.T) {
+	for i := range 20 {
+		s, err := NewMemStore(MemStoreConfig{})
+		require.NoError(t, err)
+		k := TaskKey{Task: "t"}
+		// A done key the replay below will hit.
+		_, _, err = s.Do(context.Background(), Write{Key: k, Epoch: 1, IdempotencyKey: "done"}, okFn)
+		require.NoError(t, err)
+
+		entered, release := make(chan struct{}), make(chan struct{})
+		holder := make(chan error, 1)
+		go func() {
+			_, _, err := s.Do(context.Background(), Write{Key: k, Epoch: 5}, func(context.Context) (*Response, error) {
+				close(entered)
+				<-release
+				return &Response{Status: 200}, nil
+			})
+			holder <- err
+		}()
+		<-entered
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		results := make(chan error, 2)
+		for _, e := range []uint64{5, 7} {
+			go func() {
+				_, _, err := s.Do(ctx, Write{Key: k, Epoch: e}, okFn)
+				results <- err
+			}()
+		}
+		waitFor(t, "two waiters", func() bool { return s.waitersFor(k) == 2 })
+		// A replay for epoch 6 raises the floor without taking the task.
+		_, o, err := s.Do(context.Background(), Write{Key: k, Epoch: 6, IdempotencyKey: "done"}, okFn)
+		require.NoError(t, err)
+		require.Equal(t, Replayed, o)
+		close(release)
+		require.NoError(t, <-holder)
+		var stale, ok int
+		for range 2 {
+			err := <-results
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrStale):
+				stale++
+			default:
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		cancel()
+		require.Equal(t, 1, stale, "round %d: epoch 5 is stale after the replay at 6", i)
+		require.Equal(t, 1, ok, "round %d: epoch 7 ran", i)
+	}
+}

@@ -126,7 +126,7 @@ func TestFetchKeys(t *testing.T) {
 	require.Error(t, err)
 }
 
-// specExample is the worked example of SPEC.md section 4; the key is
+// specExample is the worked example of SPEC.md section 3.1; the key is
 // derived from the fixed seed 0x00..0x1f.
 type specExample struct {
 	seedHex, pubB64, keyID, message, header, keysJSON string

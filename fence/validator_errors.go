@@ -5,9 +5,10 @@ import (
 	"fmt"
 )
 
-// Sentinel errors of package fence. Every error the package returns wraps
-// exactly one of them; test with errors.Is. Each rejection maps to one
-// problem type (see ProblemFor and SPEC.md section 5).
+// Sentinel errors of package fence. Every rejection and store error the
+// package returns wraps exactly one of them (FetchKeys may also return
+// plain network errors); test with errors.Is. Each rejection maps to one
+// problem type (see ProblemFor and SPEC.md section 4).
 var (
 	// ErrMissingToken: the write carries no X-Fencing-Token.
 	ErrMissingToken = errors.New("fence: missing fencing token")

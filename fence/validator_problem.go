@@ -15,7 +15,7 @@ const ProblemContentType = "application/problem+json"
 // stable across versions, compared as strings, not necessarily resolvable.
 const ProblemBase = "https://fencepost.dev/problems/"
 
-// Problem type URIs, one per rejection reason (SPEC.md section 5).
+// Problem type URIs, one per rejection reason (SPEC.md section 4).
 const (
 	ProblemMissingToken       = ProblemBase + "missing-token"
 	ProblemMalformedToken     = ProblemBase + "malformed-token"
