@@ -15,6 +15,17 @@
 // alive; a timer additionally cuts in-flight writes and CONNECT tunnels
 // at that instant.
 //
+// Idempotency-Key: a worker-supplied key passes unchanged; else, with an
+// X-Fencing-Action-Id header, "fp1-" + the first 32 hex digits of
+// sha256(taskID + NUL + actionID); else the same hash over the task id,
+// the latest checkpoint's seq and the ordinal of the write since that
+// checkpoint. The epoch never enters a key, so a new owner that resumes
+// from the same checkpoint and repeats the same writes sends the same
+// keys, and a downstream using package fence replays instead of
+// repeating the effect. Writes on routes listed in Config.Journal are
+// also journaled in the cluster (intent before, outcome after), and a key
+// already done is answered from the journal without calling upstream.
+//
 // A second loopback server offers the worker a JSON control API
 // (acquire, claim, checkpoint, wait, complete, fail, give back, lease
 // view, a Server-Sent Events stream of lease events), health, readiness
