@@ -45,11 +45,13 @@ func outcome(err error) leaseOutput {
 // acquires, releases and reported losses must be linearizable against the
 // lease model (I1: one holder at a time; I2: epochs strictly increase).
 // Liveness (I7): a fresh task can be acquired within election + 1s of the
-// kill, and a task whose holder died with the leader within TTL + grace +
-// election + 1s (the new leader restarts every lease's TTL, then the
-// grace runs, then the resume guard hands the task over).
+// kill; from then on (the fault has healed) a task whose holder died with
+// the leader is acquirable within orphanBound: the new leader restarts
+// every lease's TTL (spread by up to 10% so expiries do not arrive as a
+// storm), then the grace runs, then the resume guard hands it over.
 func TestLeaderKillDuringAcquires(t *testing.T) {
 	const ttl, grace, election = 2 * time.Second, 500 * time.Millisecond, 300 * time.Millisecond
+	const orphanBound = ttl + ttl/10 + grace + election + time.Second
 	e := newEnv(t, scenario.ClusterConfig{TTL: ttl, Grace: grace, ElectionTimeout: election}, 60*time.Second)
 	seed := time.Now().UnixNano()
 	e.logf("test", "seed %d", seed)
@@ -129,11 +131,9 @@ func TestLeaderKillDuringAcquires(t *testing.T) {
 		return err == nil
 	})
 	freshAfterKill := time.Since(killed)
+	healed := time.Now() // the cluster serves again: the fault has healed
 	e.logf("probe", "fresh task acquired %v after the kill (poll wait %v)", freshAfterKill.Round(time.Millisecond), fresh.Round(time.Millisecond))
 	require.LessOrEqual(t, freshAfterKill, election+time.Second, "I7: a fresh task is acquirable within election + 1s")
-
-	require.NoError(t, e.cluster.RestartNode(old))
-	e.logf("cluster", "%s restarted", old.ID)
 
 	var og2 api.Grant
 	eventually(t, ttl+grace+election+5*time.Second, 20*time.Millisecond, "the orphan reclaimed and acquired", func() bool {
@@ -141,13 +141,13 @@ func TestLeaderKillDuringAcquires(t *testing.T) {
 		og2, err = probe.Acquire(e.ctx, "orphan", api.AcquireRequest{SessionID: psess, Profile: scenario.ProfileName})
 		return err == nil
 	})
-	orphanAfterKill := time.Since(killed)
-	e.logf("probe", "orphan acquired epoch=%d (was %d) %v after the kill", og2.Lease.Epoch, og.Lease.Epoch, orphanAfterKill.Round(time.Millisecond))
+	orphanAfterHeal := time.Since(healed)
+	e.logf("probe", "orphan acquired epoch=%d (was %d) %v after the cluster served again", og2.Lease.Epoch, og.Lease.Epoch, orphanAfterHeal.Round(time.Millisecond))
 	require.Greater(t, og2.Lease.Epoch, og.Lease.Epoch, "I2")
-	require.LessOrEqual(t, orphanAfterKill, ttl+grace+election+time.Second, "I7: a dead holder's task is acquirable within TTL + grace + election + 1s")
-	if og2.Task.Checkpoint != nil {
-		e.logf("probe", "orphan handed over with checkpoint seq=%d", og2.Task.Checkpoint.Seq)
-	}
+	require.LessOrEqual(t, orphanAfterHeal, orphanBound, "I7: a dead holder's task is acquirable within 1.1×TTL + grace + election + 1s of the heal")
+
+	require.NoError(t, e.cluster.RestartNode(old))
+	e.logf("cluster", "%s restarted", old.ID)
 
 	time.Sleep(500 * time.Millisecond) // more racing with the old leader back
 	close(stop)
