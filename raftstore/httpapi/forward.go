@@ -43,10 +43,12 @@ func newForwardClient(cfg Config) *fasthttp.Client {
 		// The path is relayed exactly as received: an escaped '/' in a task
 		// id must stay escaped.
 		DisablePathNormalizing: true,
-		// Forwarding uses leader-published host:port addresses; dial with
-		// the forward timeout rather than fasthttp's default 3s.
+		// A plain dialer bounded by the forward timeout: leader addresses
+		// are host:port on a private network, so fasthttp's DNS-caching
+		// dialer (and its background goroutine) buys nothing.
 		Dial: func(addr string) (net.Conn, error) {
-			return fasthttp.DialTimeout(addr, cfg.ForwardTimeout)
+			d := net.Dialer{Timeout: cfg.ForwardTimeout}
+			return d.Dial("tcp", addr)
 		},
 	}
 }

@@ -1,0 +1,325 @@
+// Package cluster is the Go client of the lease cluster's HTTP API, used by
+// the sidecar and by `fencepost ctl`.
+//
+// A Client knows every member's address and talks to one at a time: the
+// last one that answered. Any member will do, because followers forward to
+// the leader; when a member is down, has no leader, or times out, the
+// client moves on to the next, with jittered backoff, until the call's
+// context ends. Every logical call carries one random request id, reused on
+// every attempt, which the cluster de-duplicates; that is what makes
+// retrying a mutation whose outcome is unknown safe. Heartbeats are the
+// exception: HeartbeatOnce makes a single attempt, because the sidecar
+// times its own heartbeats and must know when one was sent.
+//
+// Problems the cluster answers come back as *Error, which matches the lease
+// sentinels with errors.Is.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultTimeout     = 2 * time.Second
+	DefaultCallTimeout = 10 * time.Second
+	DefaultBackoff     = 25 * time.Millisecond
+	DefaultMaxBackoff  = 500 * time.Millisecond
+	DefaultDialTimeout = time.Second
+	DefaultMaxConns    = 512
+)
+
+// maxResponseBytes bounds a response body (task lists can be large).
+const maxResponseBytes = 64 << 20
+
+// Config configures a Client. Endpoints is required; every other field has
+// a usable zero value.
+type Config struct {
+	// Endpoints are the members' HTTP addresses, "host:port" or
+	// "http://host:port".
+	Endpoints []string
+	// Timeout bounds one attempt (default 2s), further bounded by the
+	// call's context deadline.
+	Timeout time.Duration
+	// CallTimeout bounds a whole call, retries included, when its context
+	// has no deadline (default 10s), so a call never retries forever.
+	CallTimeout time.Duration
+	// Retries caps the attempts after the first; 0 means "until the
+	// context (or CallTimeout) ends", negative means no retry at all.
+	Retries int
+	// Backoff is the pause after the first round of endpoints failed; it
+	// doubles each round up to MaxBackoff, with full jitter in [½, 1].
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// DialTimeout bounds a TCP connect (default 1s, at most Timeout); a dead
+	// member is skipped after this long.
+	DialTimeout time.Duration
+	// MaxConnsPerEndpoint bounds the pooled connections per member.
+	MaxConnsPerEndpoint int
+	// Logger receives debug logs of retries; nil discards them.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Backoff == 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = min(DefaultDialTimeout, c.Timeout)
+	}
+	if c.MaxConnsPerEndpoint == 0 {
+		c.MaxConnsPerEndpoint = DefaultMaxConns
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Validate reports the first invalid field, naming it.
+func (c Config) Validate() error {
+	if len(c.Endpoints) == 0 {
+		return fmt.Errorf("%w: Endpoints is empty", ErrConfig)
+	}
+	for _, ep := range c.Endpoints {
+		if _, err := normalizeEndpoint(ep); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.Timeout < 0, c.CallTimeout < 0, c.DialTimeout < 0:
+		return fmt.Errorf("%w: Timeout, CallTimeout and DialTimeout must not be negative", ErrConfig)
+	case c.Backoff < 0, c.MaxBackoff < 0:
+		return fmt.Errorf("%w: Backoff and MaxBackoff must not be negative", ErrConfig)
+	case c.MaxConnsPerEndpoint < 0:
+		return fmt.Errorf("%w: MaxConnsPerEndpoint must not be negative", ErrConfig)
+	}
+	return nil
+}
+
+// Client calls the cluster API. It is safe for concurrent use.
+type Client struct {
+	cfg       Config
+	endpoints []string // base URLs, "http://host:port"
+	hc        *fasthttp.Client
+	log       *zap.Logger
+	// current is the index of the endpoint that answered last; calls start
+	// there, so a healthy client sticks to one member.
+	current atomic.Int32
+}
+
+// New builds a Client; it does not connect until the first call.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{cfg: cfg, log: cfg.Logger}
+	for _, ep := range cfg.Endpoints {
+		base, _ := normalizeEndpoint(ep) // validated above
+		c.endpoints = append(c.endpoints, base)
+	}
+	dialTimeout := cfg.DialTimeout
+	c.hc = &fasthttp.Client{
+		Name: "fencepost-cluster-client",
+		// This package decides every retry itself (retry.go): fasthttp
+		// would otherwise silently repeat idempotent requests.
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		// Task ids are path-escaped; an escaped '/' must reach the server
+		// as sent.
+		DisablePathNormalizing: true,
+		MaxConnsPerHost:        cfg.MaxConnsPerEndpoint,
+		// Wait for a pooled connection rather than failing a burst.
+		MaxConnWaitTimeout: cfg.Timeout,
+		// Below the server's idle timeout, so the client drops a pooled
+		// connection before the server does (a POST on a connection the
+		// server just closed is an unknown outcome).
+		MaxIdleConnDuration: 10 * time.Second,
+		MaxResponseBodySize: maxResponseBytes,
+		ReadTimeout:         cfg.Timeout,
+		WriteTimeout:        cfg.Timeout,
+		Dial: func(addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: dialTimeout}
+			return d.Dial("tcp", addr)
+		},
+	}
+	return c, nil
+}
+
+// Endpoints returns the normalized endpoint URLs, in configured order.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+
+// Close releases idle pooled connections. The Client stays usable.
+func (c *Client) Close() {
+	c.hc.CloseIdleConnections()
+}
+
+type ridKey struct{}
+
+// WithRequestID makes the calls made with ctx use rid as their request id
+// instead of a fresh random one. A caller that gave up on a mutation (its
+// context ended with ErrTimeout) can repeat it later with the same id and
+// have its effect once.
+func WithRequestID(ctx context.Context, rid string) context.Context {
+	return context.WithValue(ctx, ridKey{}, rid)
+}
+
+func requestID(ctx context.Context) string {
+	if rid, ok := ctx.Value(ridKey{}).(string); ok && rid != "" {
+		return rid
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// mode says how a call may be retried.
+type mode int
+
+const (
+	// modeRetry: a read, or a mutation the cluster de-duplicates by request
+	// id (or one idempotent by nature, join and remove). Retried after any
+	// failure that is not a final answer.
+	modeRetry mode = iota
+	// modeOnce: one attempt; another endpoint only if this one could not
+	// be dialled (the request was certainly not sent).
+	modeOnce
+	// modeFixed: one attempt against one given endpoint (health probes).
+	modeFixed
+)
+
+// request is one logical call.
+type request struct {
+	method   string
+	path     string // escaped path plus query
+	body     any    // JSON-encoded when not nil
+	out      any    // decoded from a 2xx JSON answer when not nil
+	mode     mode
+	endpoint string // for modeFixed
+}
+
+// attemptResult is one attempt's outcome.
+type attemptResult struct {
+	err error
+	// dialFailed: the request was never sent.
+	dialFailed bool
+	// retry: the failure allows another attempt.
+	retry bool
+	// unknown: the request may have been applied (timeout, lost connection).
+	unknown bool
+}
+
+// do runs one logical call with the retry rules of retry.go.
+func (c *Client) do(ctx context.Context, r request) error {
+	var body []byte
+	if r.body != nil {
+		b, err := json.Marshal(r.body)
+		if err != nil {
+			return fmt.Errorf("cluster: encode %s %s: %w", r.method, r.path, err)
+		}
+		body = b
+	}
+	rid := requestID(ctx)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.CallTimeout)
+		defer cancel()
+	}
+	if r.mode == modeFixed {
+		base, err := normalizeEndpoint(r.endpoint)
+		if err != nil {
+			return err
+		}
+		return c.attempt(ctx, base, r, rid, body).err
+	}
+	return c.retryLoop(ctx, r, rid, body)
+}
+
+// attempt sends the request once to the endpoint with base URL base.
+func (c *Client) attempt(ctx context.Context, base string, r request, rid string, body []byte) attemptResult {
+	deadline := time.Now().Add(c.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(r.method)
+	req.SetRequestURI(base + r.path)
+	req.URI().DisablePathNormalizing = true
+	req.Header.Set(api.HeaderRequestID, rid)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(body) // body outlives the request: it is ours
+	}
+	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
+		return transportResult(base, r, err)
+	}
+	status := resp.StatusCode()
+	if status >= 200 && status < 300 {
+		if r.out == nil || len(resp.Body()) == 0 {
+			return attemptResult{}
+		}
+		if err := json.Unmarshal(resp.Body(), r.out); err != nil {
+			return attemptResult{err: fmt.Errorf("%w: %s %s from %s: %v", ErrBadResponse, r.method, r.path, base, err)}
+		}
+		return attemptResult{}
+	}
+	e := &Error{Status: status, Endpoint: base, Problem: decodeProblem(status, resp)}
+	return attemptResult{err: e, retry: e.retryable(), unknown: e.Is(ErrTimeout)}
+}
+
+// decodeProblem reads a problem body, or synthesizes one when the answer
+// is not a problem (a proxy's error page, say); a bare 502/503/504 then
+// still reads as unavailable or timeout.
+func decodeProblem(status int, resp *fasthttp.Response) api.Problem {
+	var p api.Problem
+	if bytes.HasPrefix(resp.Header.ContentType(), []byte(api.ProblemContentType)) &&
+		json.Unmarshal(resp.Body(), &p) == nil && p.Code != "" {
+		if p.Status == 0 {
+			p.Status = status
+		}
+		return p
+	}
+	p = api.Problem{Status: status, Title: http.StatusText(status), Code: fmt.Sprintf("http_%d", status)}
+	switch status {
+	case http.StatusServiceUnavailable:
+		p.Code = api.CodeUnavailable
+	case http.StatusGatewayTimeout:
+		p.Code = api.CodeTimeout
+	case http.StatusBadGateway:
+		p.Code = api.CodeUnknownOutcome
+	}
+	p.Type = api.ProblemTypeBase + p.Code
+	detail := resp.Body()
+	if len(detail) > 200 {
+		detail = detail[:200]
+	}
+	p.Detail = string(detail)
+	return p
+}
