@@ -359,3 +359,57 @@ func TestMemStoreWakeUpIsPassedOn(t *testing.T) {
 		require.Equal(t, 1, ok, "round %d: epoch 7 ran", i)
 	}
 }
+
+// TestMemStoreKeyRunsOnceUnderRace: owners racing over the same steps
+// (same keys and payloads, epochs rising as the task is reclaimed) get the
+// step executed at most once per key; every successful answer for a key
+// is that one execution's response.
+func TestMemStoreKeyRunsOnceUnderRace(t *testing.T) {
+	s, err := NewMemStore(MemStoreConfig{})
+	require.NoError(t, err)
+	seed := testSeed(t)
+	const keys = 5
+	var runs [keys]atomic.Int32
+	var epoch atomic.Uint64
+	epoch.Store(1)
+	var mu sync.Mutex
+	answers := map[string]map[string]bool{}
+	var wg sync.WaitGroup
+	for c := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			for range 40 {
+				k := rng.IntN(keys)
+				e := epoch.Load()
+				if rng.IntN(5) == 0 {
+					e = epoch.Add(1)
+				}
+				key := "step-" + strconv.Itoa(k)
+				w := Write{Key: TaskKey{Task: "t"}, Epoch: e, IdempotencyKey: key, Fingerprint: PayloadFingerprint("POST", "/", []byte(key))}
+				resp, _, err := s.Do(context.Background(), w, func(context.Context) (*Response, error) {
+					n := runs[k].Add(1)
+					return &Response{Status: 200, Body: fmt.Appendf(nil, "%s run %d epoch %d", key, n, e)}, nil
+				})
+				if err != nil {
+					if !errors.Is(err, ErrStale) && !errors.Is(err, ErrInProgress) {
+						t.Errorf("seed %d: %v", seed, err)
+					}
+					continue
+				}
+				mu.Lock()
+				if answers[key] == nil {
+					answers[key] = map[string]bool{}
+				}
+				answers[key][string(resp.Body)] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range keys {
+		require.LessOrEqual(t, runs[k].Load(), int32(1), "seed %d: step-%d ran twice", seed, k)
+		require.LessOrEqual(t, len(answers["step-"+strconv.Itoa(k)]), 1, "seed %d: step-%d answered differently: %v", seed, k, answers)
+	}
+}
