@@ -61,9 +61,8 @@ type TLSOrigin struct {
 // Config configures a Sidecar. The zero value of every field but WorkerID
 // has a usable default (applied by New); Validate checks the rest.
 type Config struct {
-	// Endpoints are the cluster's HTTP addresses. The sidecar itself talks
-	// to the cluster through the Cluster given to New; Endpoints is kept
-	// here so the whole sidecar configuration lives in one struct.
+	// Endpoints are the cluster's HTTP addresses. New uses them to build
+	// a *cluster.Client when it is given no Cluster.
 	Endpoints []string
 	// WorkerID names the worker in the session and the X-Fencing-Holder
 	// header. Required.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
 // Sidecar is one worker's sidecar: session and heartbeat loop, forward
@@ -23,6 +24,7 @@ import (
 type Sidecar struct {
 	cfg          Config
 	cluster      Cluster
+	owned        *cluster.Client // built by New from Endpoints; closed by Shutdown
 	log          *zap.Logger
 	clock        Clock
 	leases       *leaseTable
@@ -55,18 +57,28 @@ type Sidecar struct {
 }
 
 // New checks cfg, applies its defaults and builds a sidecar that talks to
-// the cluster through c. Nothing is started.
+// the cluster through c; when c is nil it builds a *cluster.Client for
+// cfg.Endpoints itself (and closes it on Shutdown). Nothing is started.
 func New(cfg Config, c Cluster) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if c == nil {
-		return nil, fmt.Errorf("%w: cluster client is required", ErrInvalidConfig)
-	}
 	cfg = cfg.withDefaults()
+	var owned *cluster.Client
+	if c == nil {
+		if len(cfg.Endpoints) == 0 {
+			return nil, fmt.Errorf("%w: endpoints: required when no cluster client is given", ErrInvalidConfig)
+		}
+		cc, err := cluster.New(cluster.Config{Endpoints: cfg.Endpoints, Timeout: cfg.ClusterTimeout, Logger: cfg.Logger.Named("cluster")})
+		if err != nil {
+			return nil, fmt.Errorf("%w: endpoints: %v", ErrInvalidConfig, err)
+		}
+		c, owned = cc, cc
+	}
 	s := &Sidecar{
 		cfg:     cfg,
 		cluster: c,
+		owned:   owned,
 		log:     cfg.Logger.Named("sidecar"),
 		clock:   cfg.Clock,
 		leases:  newLeaseTable(cfg.Drift, cfg.MarginFloor),
@@ -247,6 +259,9 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	cancel()
 	s.up.close()
 	s.serving.Wait()
+	if s.owned != nil {
+		s.owned.Close()
+	}
 	s.log.Info("sidecar stopped")
 	return errors.Join(errs...)
 }

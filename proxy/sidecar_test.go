@@ -73,5 +73,11 @@ func TestStartErrors(t *testing.T) {
 	require.Error(t, s2.Start(context.Background()))
 	require.ErrorIs(t, s2.Shutdown(context.Background()), ErrNotStarted)
 	_, err = New(baseConfig(t), nil)
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, ErrInvalidConfig, "no client and no endpoints")
+	cfg = baseConfig(t)
+	cfg.Endpoints = []string{"127.0.0.1:1"}
+	s3, err := New(cfg, nil)
+	require.NoError(t, err, "builds its own cluster client")
+	require.NotNil(t, s3.owned)
+	s3.owned.Close()
 }

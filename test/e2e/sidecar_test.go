@@ -21,6 +21,7 @@ import (
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/test/netfault"
 	"github.com/fencepost/fencepost/test/scenario"
 )
@@ -53,7 +54,9 @@ func TestSidecarAgainstRealCluster(t *testing.T) {
 	cl, err := scenario.StartCluster(ctx, scenario.ClusterConfig{Nodes: 1, Dir: t.TempDir(), TTL: 3 * time.Second})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, cl.Close()) }()
-	cc := scenario.NewClusterClient(cl.Endpoints(), 2*time.Second)
+	// The operator's client (what fencepost ctl uses).
+	cc, err := cluster.New(cluster.Config{Endpoints: cl.Endpoints()})
+	require.NoError(t, err)
 	defer cc.Close()
 
 	rec := &recorder{}
@@ -74,7 +77,8 @@ func TestSidecarAgainstRealCluster(t *testing.T) {
 		Task: "e2e-task", Profile: scenario.ProfileName,
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registerer: prometheus.NewRegistry(),
 		DrainTimeout: time.Second,
-	}, cc)
+		Endpoints:    cl.Endpoints(), // the sidecar builds its own *cluster.Client
+	}, nil)
 	require.NoError(t, err)
 	require.NoError(t, sc.Start(ctx))
 	defer func() { require.NoError(t, sc.Shutdown(context.Background())) }()
