@@ -74,9 +74,13 @@ func markdownTable(res *Results) string {
 // goalTable renders the goal check.
 func goalTable(res *Results) string {
 	var b strings.Builder
-	b.WriteString("| target (issue 6) | measured | status |\n|---|---|---|\n")
+	b.WriteString("| target (issue 6) | measured | status | what bounds it (same runs) |\n|---|---|---|---|\n")
 	for _, g := range res.Goals {
-		fmt.Fprintf(&b, "| %s | %s | **%s** |\n", g.Target, g.Figure, g.Status)
+		bound := g.Bound
+		if bound == "" {
+			bound = "—"
+		}
+		fmt.Fprintf(&b, "| %s | %s | **%s** | %s |\n", g.Target, g.Figure, g.Status, bound)
 	}
 	return b.String()
 }
@@ -131,12 +135,41 @@ func merge(target string, gs ...Goal) Goal {
 	return out
 }
 
+// cpuBound describes, for one workload point, the cores and CPU per op of
+// each named system and the load generator's cores (medians over reps).
+func cpuBound(res *Results, wl, cs string, systems ...string) string {
+	var parts []string
+	gen := []float64{}
+	for _, sys := range systems {
+		var cores, per, p50 []float64
+		for _, r := range res.Runs {
+			if r.Workload == wl && r.Case == cs && r.System == sys && !r.Failed && r.Measure.ServerCores > 0 {
+				cores = append(cores, r.Measure.ServerCores)
+				per = append(per, r.Measure.ServerUsPerOp)
+				p50 = append(p50, ms(r.Measure.P50))
+				gen = append(gen, r.Measure.ClientCores)
+			}
+		}
+		if len(cores) > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %s cores, %s µs CPU/op, p50 %s ms", sys, num(median(cores)), num(median(per)), num(median(p50))))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + fmt.Sprintf("; load generator %s cores", num(median(gen)))
+}
+
 // buildGoals checks every target of issue 6 against the rows.
 func buildGoals(res *Results) {
+	withBound := func(g Goal, bound string) Goal { g.Bound = bound; return g }
 	res.Goals = append(res.Goals,
-		ratioGoal(res, "acquire ≥ 2× etcd at C=64", wlAcquire, "C=64", "cycles/s", sysEtcd, 2),
-		ratioGoal(res, "acquire ≥ 1× etcd at C=1", wlAcquire, "C=1", "cycles/s", sysEtcd, 1),
-		ratioGoal(res, "heartbeats/s ≥ 3× etcd unary keepalive at C=64", wlHeartbeat, "C=64", "heartbeats/s", sysEtcdUnary, 3),
+		withBound(ratioGoal(res, "acquire ≥ 2× etcd at C=64", wlAcquire, "C=64", "cycles/s", sysEtcd, 2),
+			cpuBound(res, wlAcquire, "C=64", sysFP, sysEtcd)),
+		withBound(ratioGoal(res, "acquire ≥ 1× etcd at C=1", wlAcquire, "C=1", "cycles/s", sysEtcd, 1),
+			cpuBound(res, wlAcquire, "C=1", sysFP, sysEtcd)),
+		withBound(ratioGoal(res, "heartbeats/s ≥ 3× etcd unary keepalive at C=64", wlHeartbeat, "C=64", "heartbeats/s", sysEtcdUnary, 3),
+			cpuBound(res, wlHeartbeat, "C=64", sysFP, sysEtcdUnary)),
 		ratioGoal(res, "lease renewals/s ≥ 100× etcd unary keepalive at C=64", wlHeartbeat, "C=64", "renewals/s", sysEtcdUnary, 100),
 	)
 	fo := func(sys string) []float64 {
@@ -168,8 +201,15 @@ func buildGoals(res *Results) {
 		r, _ = res.find(wlProxy, fixCase, "added p99 µs", pathNginx)
 		p99 = append(p99, boundGoal("", r.A, 1000, "µs "+pc.method))
 	}
+	var proxyBound []string
+	for _, pc := range proxyCases {
+		maxCase := fmt.Sprintf("%s max rate, %d conns", pc.method, res.Settings.ProxyConns)
+		if b := cpuBound(res, wlProxy, maxCase, pathSidecar, pathNginx, pathSquid); b != "" {
+			proxyBound = append(proxyBound, pc.method+": "+b)
+		}
+	}
 	res.Goals = append(res.Goals,
-		merge("proxy throughput ≥ 0.9× nginx (GET; POST)", nginx...),
+		withBound(merge("proxy throughput ≥ 0.9× nginx (GET; POST)", nginx...), strings.Join(proxyBound, ". ")),
 		merge("proxy throughput ≥ 3× squid (GET; POST)", squid...),
 		merge(fmt.Sprintf("proxy added p50 ≤ 100 µs at %.0f req/s", res.Settings.FixedRate), p50...),
 		merge(fmt.Sprintf("proxy added p99 ≤ 1 ms at %.0f req/s", res.Settings.FixedRate), p99...),

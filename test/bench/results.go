@@ -42,6 +42,9 @@ type Goal struct {
 	Target string `json:"target"`
 	Figure string `json:"figure"`
 	Status string `json:"status"` // met, missed, or not measured
+	// Bound is the evidence for what limits the figure: CPU use of both
+	// sides at that point, from the same runs.
+	Bound string `json:"bound,omitempty"`
 }
 
 // Results is everything one run produced.
