@@ -216,7 +216,8 @@ func (s *Sidecar) Leases() []LeaseView { return s.leases.views(s.clock.Now()) }
 // in-flight proxy requests finish (at most DrainTimeout, or until ctx
 // ends), then closes the proxy, gives every held lease back explicitly so
 // a new owner can take it at once, closes the session and stops the
-// control server.
+// control server. Giving back and closing the session get ClusterTimeout
+// each even when ctx has ended.
 func (s *Sidecar) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	switch s.state {
@@ -241,11 +242,15 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	}
 	cancel()
 
-	s.giveBackAll(ctx)
+	// The drain may have used up ctx; giving the leases back and closing
+	// the session still get their own bounded time, because skipping them
+	// makes the next owner wait a whole TTL.
+	final := context.WithoutCancel(ctx)
+	s.giveBackAll(final)
 	s.cancel()
 	s.loops.Wait()
 	if sid := s.sessionID(); sid != "" {
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.ClusterTimeout)
+		cctx, cancel := context.WithTimeout(final, s.cfg.ClusterTimeout)
 		if err := s.cluster.CloseSession(cctx, sid); err != nil {
 			s.log.Warn("close session", zap.Error(err))
 		}

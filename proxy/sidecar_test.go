@@ -81,3 +81,16 @@ func TestStartErrors(t *testing.T) {
 	require.NotNil(t, s3.owned)
 	s3.owned.Close()
 }
+
+func TestShutdownGivesBackEvenWithEndedContext(t *testing.T) {
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	require.Len(t, fc.releases, 1)
+	require.Len(t, fc.closed, 1)
+}
