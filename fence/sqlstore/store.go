@@ -93,7 +93,11 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, tasks: cfg.TablePrefix + "tasks", idem: cfg.TablePrefix + "idempotency"}
 	d := cfg.Dialect
-	s.qUpdate = d.rebind(`UPDATE ` + s.tasks + ` SET lease_epoch = ?, updated_at = ? WHERE tenant = ? AND task_id = ? AND lease_epoch <= ?`)
+	fenceCond := `lease_epoch <= ?`
+	if fence.FencingDisabled {
+		fenceCond = `(lease_epoch <= ? OR 1 = 1)` // the deliberately broken build
+	}
+	s.qUpdate = d.rebind(`UPDATE ` + s.tasks + ` SET lease_epoch = ?, updated_at = ? WHERE tenant = ? AND task_id = ? AND ` + fenceCond)
 	s.qInsert = d.rebind(`INSERT INTO ` + s.tasks + ` (tenant, task_id, lease_epoch, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (tenant, task_id) DO NOTHING`)
 	s.qEpoch = d.rebind(`SELECT lease_epoch FROM ` + s.tasks + ` WHERE tenant = ? AND task_id = ?`)
 	s.qIdemGet = d.rebind(`SELECT fingerprint, status, header, body FROM ` + s.idem + ` WHERE tenant = ? AND task_id = ? AND idem_key = ?`)
