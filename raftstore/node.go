@@ -130,10 +130,14 @@ func (s *Store) openRaft() error {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
-	// Throughput: many concurrent proposals ride one AppendEntries and one
-	// fsync; BatchApplyCh lets the leader pick up a whole batch at once.
+	// Throughput: the leader loop drains every proposal waiting on applyCh
+	// into one batch (one AppendEntries, one fsync), up to MaxAppendEntries.
+	// BatchApplyCh stays off: it buffers applyCh, and a future sitting in
+	// that buffer when raft shuts down is never answered, so its caller
+	// would block forever (seen in the leader-kill test). Unbuffered, every
+	// accepted proposal is owned by the leader loop, which answers it.
 	rc.MaxAppendEntries = 512
-	rc.BatchApplyCh = true
+	rc.BatchApplyCh = false
 	rc.Logger = s.hclog
 
 	existing, err := raft.HasExistingState(bolt, bolt, snaps)
