@@ -145,3 +145,17 @@ func TestExpectContinueRefusedBeforeBody(t *testing.T) {
 	require.Equal(t, 200, resp.StatusCode)
 	require.Equal(t, "abc", up.requests()[0].Body)
 }
+
+func TestChunkedRequestReframed(t *testing.T) {
+	fc := newFakeCluster()
+	up := startUpstream(t, nil)
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	u := up.addr()
+	resp, body := rawExchange(t, s.ProxyAddr(), "POST http://"+u+"/c HTTP/1.1\r\nHost: "+u+"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n")
+	require.Equal(t, 200, resp.StatusCode, body)
+	r := up.requests()[0]
+	require.Equal(t, "hello", r.Body)
+	require.Equal(t, []string{"5"}, r.values("Content-Length"))
+	require.Empty(t, r.values("Transfer-Encoding"))
+}
