@@ -153,14 +153,17 @@ type recorder struct {
 	body   bytes.Buffer
 }
 
+// Header implements http.ResponseWriter.
 func (r *recorder) Header() http.Header { return r.header }
 
+// WriteHeader implements http.ResponseWriter; the first status wins.
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
 	}
 }
 
+// Write implements http.ResponseWriter.
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK

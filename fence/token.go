@@ -97,6 +97,7 @@ func ValidHolder(s string) error {
 // idError is a plain reason string; the exported validators wrap it.
 type idError string
 
+// Error implements error.
 func (e idError) Error() string { return string(e) }
 
 func validID(s string) error {

@@ -63,6 +63,9 @@ type Decision struct {
 // Header fields hold every value of the header, so a repeated header can
 // be rejected.
 type Input struct {
+	// Token, Task, Holder, Signature and IdempotencyKey hold every value
+	// of X-Fencing-Token, X-Fencing-Task, X-Fencing-Holder,
+	// X-Fencing-Signature and Idempotency-Key, in order of appearance.
 	Token, Task, Holder, Signature, IdempotencyKey []string
 	// Method and RequestURI (path and query) enter the payload fingerprint.
 	Method, RequestURI string
