@@ -103,7 +103,8 @@ func TestWaitDeadlineMakesTaskClaimable(t *testing.T) {
 		require.NoError(t, err)
 		return tk.State == lease.TaskPending
 	})
-	require.Equal(t, uint64(1), histogramCount(t, s.m.pausedSeconds))
+	// The leader observes the paused time once its signal proposal returns.
+	waitFor(t, waitTimeout, "the paused-time observation", func() bool { return histogramCount(t, s.m.pausedSeconds) == 1 })
 }
 
 // TestReplicasAgreeAfterRandomOperations drives random operations from
