@@ -230,6 +230,9 @@ type attemptResult struct {
 	retry bool
 	// unknown: the request may have been applied (timeout, lost connection).
 	unknown bool
+	// skipped: the context ended before the attempt could start; nothing
+	// was sent.
+	skipped bool
 }
 
 // do runs one logical call with the retry rules of retry.go.
@@ -263,6 +266,14 @@ func (c *Client) attempt(ctx context.Context, base string, r request, rid string
 	deadline := time.Now().Add(c.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
+	}
+	// fasthttp answers a past deadline with ErrTimeout without sending;
+	// say so here rather than report an unknown outcome.
+	if err := ctx.Err(); err != nil || !time.Now().Before(deadline) {
+		if err == nil {
+			err = context.DeadlineExceeded
+		}
+		return attemptResult{err: fmt.Errorf("cluster: %s %s not sent: %w", r.method, r.path, err), skipped: true}
 	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()

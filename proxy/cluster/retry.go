@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,13 @@ func (c *Client) retryLoop(ctx context.Context, r request, rid string, body []by
 	for attempts := 1; ; attempts++ {
 		idx := (start + attempts - 1) % n
 		res := c.attempt(ctx, c.endpoints[idx], r, rid, body)
+		if res.skipped {
+			if attempts == 1 {
+				return res.err
+			}
+			// The deadline may have passed a moment before ctx noticed.
+			return giveUp(r, attempts-1, last, unknown, cmp.Or(ctx.Err(), context.DeadlineExceeded))
+		}
 		if res.err == nil || !res.retry {
 			var e *Error
 			if res.err == nil || errors.As(res.err, &e) {
