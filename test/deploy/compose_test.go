@@ -1,0 +1,197 @@
+package deploy
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/config"
+)
+
+type composeFile struct {
+	Name     string                    `yaml:"name"`
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+}
+
+type composeService struct {
+	Image           string            `yaml:"image"`
+	Build           *composeBuild     `yaml:"build"`
+	Hostname        string            `yaml:"hostname"`
+	Command         []string          `yaml:"command"`
+	Entrypoint      []string          `yaml:"entrypoint"`
+	Environment     map[string]string `yaml:"environment"`
+	NetworkMode     string            `yaml:"network_mode"`
+	Volumes         []string          `yaml:"volumes"`
+	Ports           []string          `yaml:"ports"`
+	DependsOn       []string          `yaml:"depends_on"`
+	Profiles        []string          `yaml:"profiles"`
+	StopGracePeriod string            `yaml:"stop_grace_period"`
+	ReadOnly        bool              `yaml:"read_only"`
+}
+
+type composeBuild struct {
+	Context    string `yaml:"context"`
+	Dockerfile string `yaml:"dockerfile"`
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	var c composeFile
+	decodeYAML(t, &c, "compose.yaml")
+	require.NotEmpty(t, c.Services, "compose.yaml: no services")
+	return c
+}
+
+// TestComposeReferences checks what compose would resolve: build context
+// and Dockerfile, bind-mounted files, named volumes, depends_on and
+// network_mode targets.
+func TestComposeReferences(t *testing.T) {
+	c := loadCompose(t)
+	base := deployPath(t)
+	for name, s := range c.Services {
+		where := "compose.yaml service " + name
+		require.True(t, s.Image != "" || s.Build != nil, "%s: neither image nor build", where)
+		if s.Build != nil {
+			ctx := filepath.Join(base, s.Build.Context)
+			_, err := os.Stat(filepath.Join(ctx, "go.mod"))
+			require.NoError(t, err, "%s: build context %s is not the module root", where, s.Build.Context)
+			_, err = os.Stat(filepath.Join(ctx, s.Build.Dockerfile))
+			require.NoError(t, err, "%s: dockerfile %s (relative to the context)", where, s.Build.Dockerfile)
+		}
+		for _, v := range s.Volumes {
+			src, _, ok := strings.Cut(v, ":")
+			require.True(t, ok, "%s: volume %q is not source:target", where, v)
+			if strings.HasPrefix(src, ".") || strings.HasPrefix(src, "/") {
+				_, err := os.Stat(filepath.Join(base, src))
+				require.NoError(t, err, "%s: bind mount source %s", where, src)
+				continue
+			}
+			_, ok = c.Volumes[src]
+			require.True(t, ok, "%s: named volume %s is not declared under volumes:", where, src)
+		}
+		for _, d := range s.DependsOn {
+			_, ok := c.Services[d]
+			require.True(t, ok, "%s: depends_on %s: no such service", where, d)
+		}
+		if target, ok := strings.CutPrefix(s.NetworkMode, "service:"); ok {
+			_, exists := c.Services[target]
+			require.True(t, exists, "%s: network_mode %s: no such service", where, s.NetworkMode)
+		}
+	}
+}
+
+// TestComposeFencepostServices loads every fencepost service's effective
+// configuration from its command and environment, and checks the services
+// fit together: one bootstrapping node, joins and cluster lists naming the
+// server services, the worker sharing its sidecar's network namespace and
+// pointing HTTP_PROXY at it.
+func TestComposeFencepostServices(t *testing.T) {
+	c := loadCompose(t)
+	servers := map[string]*config.Server{}
+	sidecars := map[string]*config.Sidecar{}
+	var fenced []*config.Fenced
+	for _, name := range sortedNames(c.Services) {
+		s := c.Services[name]
+		if !isFencepostImage(s.Image) {
+			continue
+		}
+		where := "compose.yaml service " + name
+		require.Empty(t, s.Entrypoint, "%s: keep the image's ENTRYPOINT; put the subcommand in command", where)
+		l := checkLaunch(t, launch{where: where, args: s.Command, env: s.Environment})
+		switch cfg := l.cfg.(type) {
+		case *config.Server:
+			servers[name] = cfg
+			require.Equal(t, name, cfg.NodeID, "%s: node_id", where)
+			require.Equal(t, net.JoinHostPort(name, portOf(cfg.HTTPAddr)), cfg.HTTPAdvertise, "%s: http_advertise must be the service name", where)
+			require.Equal(t, name, hostOf(cfg.RaftAdvertise), "%s: raft_advertise host must be the service name", where)
+			require.True(t, slices.ContainsFunc(s.Volumes, func(v string) bool {
+				_, target, _ := strings.Cut(v, ":")
+				return strings.HasPrefix(cfg.DataDir+"/", strings.TrimSuffix(target, "/")+"/")
+			}), "%s: data_dir %s is not on a volume", where, cfg.DataDir)
+		case *config.Sidecar:
+			sidecars[name] = cfg
+			require.NotEmpty(t, s.StopGracePeriod, "%s: stop_grace_period", where)
+			grace, err := time.ParseDuration(s.StopGracePeriod)
+			require.NoError(t, err, "%s: stop_grace_period", where)
+			require.Less(t, cfg.DrainTimeout.Std(), grace, "%s: drain_timeout must end inside stop_grace_period", where)
+		case *config.Fenced:
+			fenced = append(fenced, cfg)
+		}
+	}
+	require.Len(t, servers, 3, "compose.yaml: a 3-node cluster")
+	require.NotEmpty(t, sidecars, "compose.yaml: no sidecar")
+	require.NotEmpty(t, fenced, "compose.yaml: no fenced service")
+
+	isServerAPI := func(ep string) bool {
+		s, ok := servers[hostOf(ep)]
+		return ok && portOf(ep) == portOf(s.HTTPAddr)
+	}
+	boot := 0
+	for name, s := range servers {
+		if s.ShouldBootstrap() {
+			boot++
+			continue
+		}
+		for _, ep := range s.Join {
+			require.True(t, isServerAPI(ep) && hostOf(ep) != name, "service %s: join %q is not another server's API", name, ep)
+		}
+	}
+	require.Equal(t, 1, boot, "compose.yaml: exactly one server bootstraps")
+	for _, f := range fenced {
+		if f.KeysFrom != "" {
+			require.True(t, isServerAPI(f.KeysFrom), "fenced: keys_from %q is not a server's API", f.KeysFrom)
+		}
+	}
+	for name, sc := range sidecars {
+		for _, ep := range sc.Cluster {
+			require.True(t, isServerAPI(ep), "service %s: cluster endpoint %q is not a server's API", name, ep)
+		}
+		workers := 0
+		for wname, w := range c.Services {
+			if w.NetworkMode != "service:"+name {
+				continue
+			}
+			workers++
+			for _, v := range []string{"HTTP_PROXY", "http_proxy"} {
+				require.Equal(t, fmt.Sprintf("http://127.0.0.1:%s", portOf(sc.ProxyAddr)), w.Environment[v], "service %s: %s must be its sidecar's proxy_addr", wname, v)
+			}
+			for _, v := range []string{"NO_PROXY", "no_proxy"} {
+				require.Contains(t, strings.Split(w.Environment[v], ","), "127.0.0.1", "service %s: %s must exempt the control API", wname, v)
+			}
+		}
+		require.NotZero(t, workers, "service %s: no worker shares its network namespace (network_mode: service:%s)", name, name)
+	}
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := keysOf(m)
+	slices.Sort(out)
+	return out
+}
+
+// TestComposePublishedPortsDistinct catches two services publishing one
+// host port.
+func TestComposePublishedPortsDistinct(t *testing.T) {
+	c := loadCompose(t)
+	seen := map[string]string{}
+	for _, name := range sortedNames(c.Services) {
+		for _, p := range c.Services[name].Ports {
+			parts := strings.Split(p, ":")
+			require.GreaterOrEqual(t, len(parts), 2, "service %s: publish %q as [ip:]host:container", name, p)
+			host := strings.Join(parts[:len(parts)-1], ":")
+			_, err := strconv.Atoi(parts[len(parts)-2])
+			require.NoError(t, err, "service %s: host port in %q", name, p)
+			require.Empty(t, seen[host], "service %s publishes %s, as does %s", name, host, seen[host])
+			seen[host] = name
+		}
+	}
+}
