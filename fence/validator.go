@@ -50,6 +50,9 @@ func (c Config) Validate() error {
 type Decision struct {
 	// Outcome is Executed or Replayed; 0 when the write was rejected.
 	Outcome Outcome
+	// Status is the HTTP status sent (the problem's on a rejection); an Executed
+	// write with a 5xx did not take effect (nothing was recorded).
+	Status int
 	// Problem is the rejection; nil when Outcome is set.
 	Problem *Problem
 	// Write holds what was parsed before the decision (partial on early
@@ -216,7 +219,7 @@ func (v *Validator) Check(ctx context.Context, in Input, fn WriteFunc) Result {
 		return v.reject(w, err)
 	}
 	if v.cfg.Observer != nil {
-		v.cfg.Observer(Decision{Outcome: outcome, Write: w})
+		v.cfg.Observer(Decision{Outcome: outcome, Status: resp.Status, Write: w})
 	}
 	return Result{Outcome: outcome, Response: resp}
 }
@@ -224,7 +227,7 @@ func (v *Validator) Check(ctx context.Context, in Input, fn WriteFunc) Result {
 func (v *Validator) reject(w Write, err error) Result {
 	p := ProblemFor(err)
 	if v.cfg.Observer != nil {
-		v.cfg.Observer(Decision{Problem: p, Write: w, Err: err})
+		v.cfg.Observer(Decision{Problem: p, Status: p.Status, Write: w, Err: err})
 	}
 	return Result{Problem: p, Err: err}
 }

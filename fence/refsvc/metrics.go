@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "fencepost", Subsystem: "refsvc", Name: "writes_rejected_total",
-			Help: "Writes rejected, by reason (the last segment of the problem type).",
+			Help: "Writes rejected, by reason (the last segment of the problem type; write-failed also counts writes the handler answered with a 5xx).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.accepted, m.replayed, m.stale, m.rejected} {
@@ -49,10 +49,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // observe is the validator's Observer.
 func (m *metrics) observe(d fence.Decision) {
 	switch {
-	case d.Outcome == fence.Executed:
+	case d.Outcome == fence.Executed && d.Status < 500:
 		m.accepted.Inc()
 	case d.Outcome == fence.Replayed:
 		m.replayed.Inc()
+	case d.Outcome == fence.Executed:
+		m.rejected.WithLabelValues("write-failed").Inc()
 	case d.Problem != nil:
 		m.rejected.WithLabelValues(d.Problem.Reason()).Inc()
 		if d.Problem.Type == fence.ProblemStaleToken {
