@@ -383,6 +383,9 @@ func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *de
 		if size < 0 {
 			size = -1 // chunked or until close: relay chunked, flushing each piece
 		}
+		// The relay outlives the handler; drop the request's reference to
+		// the worker's body buffer, which fasthttp reuses.
+		req.ResetBody()
 		s.inflight.Add(1)
 		r := &relay{s: s, r: bs, resp: resp, req: req, max: s.cfg.MaxResponseBody}
 		if d.write {
