@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/test/scenario"
 )
 
@@ -30,7 +31,7 @@ type heartbeater struct {
 	last time.Time // send time of the last acknowledged heartbeat
 }
 
-func (e *env) heartbeat(c *scenario.ClusterClient, sid string, every time.Duration, onLost func(api.LeaseState, time.Time)) *heartbeater {
+func (e *env) heartbeat(c *cluster.Client, sid string, every time.Duration, onLost func(api.LeaseState, time.Time)) *heartbeater {
 	h := &heartbeater{onLost: onLost, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(h.done)
@@ -104,7 +105,7 @@ func TestAcknowledgedCheckpointsSurviveFailoverRestartAndSnapshots(t *testing.T)
 		TTL: 3 * time.Second, Grace: time.Second,
 		SnapshotThreshold: 16, SnapshotInterval: 100 * time.Millisecond, TrailingLogs: 8,
 	}, 90*time.Second)
-	c := e.client(5 * time.Second)
+	c := e.client(true)
 	const task = "durable"
 	sess, err := c.OpenSession(e.ctx, api.OpenSessionRequest{WorkerID: "durable-worker"})
 	require.NoError(t, err)
@@ -128,7 +129,7 @@ func TestAcknowledgedCheckpointsSurviveFailoverRestartAndSnapshots(t *testing.T)
 			case errors.Is(err, lease.ErrCheckpointSeq):
 				// An earlier attempt committed without an answer: not
 				// acknowledged, so not counted; the next seq follows it.
-				tk, rerr := c.Task(e.ctx, task)
+				tk, rerr := c.Task(e.ctx, task, false)
 				require.NoError(t, rerr)
 				require.NotNil(t, tk.Checkpoint)
 				acked = tk.Checkpoint.Seq
@@ -170,7 +171,7 @@ func TestAcknowledgedCheckpointsSurviveFailoverRestartAndSnapshots(t *testing.T)
 	require.NoError(t, e.cluster.WaitReady(e.ctx))
 	e.logf("cluster", "every node restarted from its data directory")
 
-	tk, err := c.Task(e.ctx, task)
+	tk, err := c.Task(e.ctx, task, false)
 	require.NoError(t, err)
 	require.NotNil(t, tk.Checkpoint, "I5: the checkpoint survived")
 	require.Equal(t, final, tk.Checkpoint.Seq, "I5: the last acknowledged checkpoint is the latest")

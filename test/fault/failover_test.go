@@ -59,7 +59,7 @@ func TestLeaderKillDuringAcquires(t *testing.T) {
 	tasks := []string{"race-0", "race-1"}
 
 	// The orphan's holder dies with the leader: its heartbeats stop then.
-	oc := e.client(3 * time.Second)
+	oc := e.client(true)
 	osess, err := oc.OpenSession(e.ctx, api.OpenSessionRequest{WorkerID: "orphan-holder"})
 	require.NoError(t, err)
 	ohb := e.heartbeat(oc, osess.SessionID, ttl/4, nil)
@@ -71,7 +71,7 @@ func TestLeaderKillDuringAcquires(t *testing.T) {
 	var wg sync.WaitGroup
 	var hbs []*heartbeater
 	for i := 0; i < 4; i++ {
-		c := e.client(3 * time.Second)
+		c := e.client(true)
 		sess, err := c.OpenSession(e.ctx, api.OpenSessionRequest{WorkerID: fmt.Sprintf("racer-%d", i)})
 		require.NoError(t, err)
 		client := i
@@ -116,7 +116,7 @@ func TestLeaderKillDuringAcquires(t *testing.T) {
 	require.NoError(t, e.cluster.StopNode(old))
 	e.logf("cluster", "leader %s killed", old.ID)
 
-	probe := e.client(0)
+	probe := e.client(false)
 	psess := func() string {
 		var s api.Session
 		eventually(t, 10*time.Second, 20*time.Millisecond, "probe session", func() bool {

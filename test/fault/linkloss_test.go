@@ -61,12 +61,11 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { evCancel(); <-evDone }()
 
-	g := e.acquire(w, task, false)
-	epochs := []uint64{g.Lease.Epoch}
+	e.acquire(w, task, false)
 
 	type sent struct {
-		epoch uint64
-		r     scenario.WriteResult
+		key string
+		r   scenario.WriteResult
 	}
 	var writes []sent
 	stop, writerDone := make(chan struct{}), make(chan struct{})
@@ -82,9 +81,10 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 				return
 			case <-tk.C:
 			}
-			r := w.Write(e.ctx, e.down.WriteURL(task), task, fmt.Sprintf("w-%d", i), []byte(`{}`))
+			key := fmt.Sprintf("lossy-w-%d", i)
+			r := w.WriteKey(e.ctx, e.down.WriteURL(task), task, key, []byte(`{}`))
 			mu.Lock()
-			writes = append(writes, sent{epoch: epochs[len(epochs)-1], r: r})
+			writes = append(writes, sent{key: key, r: r})
 			mu.Unlock()
 		}
 	}()
@@ -128,7 +128,7 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 	}
 	healed := time.Now()
 	e.logf("net", "link healed")
-	c := e.client(3 * time.Second)
+	c := e.client(true)
 	var g2 proxy.GrantReply
 	eventually(t, ttl+grace+5*time.Second, 20*time.Millisecond, "A holding the task again", func() bool {
 		if v, err := w.Lease(e.ctx, task); err == nil && v.Current {
@@ -136,11 +136,6 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 		}
 		var err error
 		g2, err = w.Acquire(e.ctx, task)
-		if err == nil {
-			mu.Lock()
-			epochs = append(epochs, g2.Lease.Epoch)
-			mu.Unlock()
-		}
 		return err == nil
 	})
 	back := time.Since(healed)
@@ -167,18 +162,25 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 			}
 		}
 	}
+	// The epoch each accepted write carried, from the downstream's log.
+	epochOf := map[string]uint64{}
+	for _, a := range e.down.Accepted(task) {
+		epochOf[a.IdempotencyKey] = a.Epoch
+	}
 	for _, s := range ws {
 		if s.r.Outcome != scenario.Accepted {
 			continue
 		}
-		for _, st := range lost[s.epoch] {
+		epoch, ok := epochOf[s.key]
+		require.True(t, ok, "accepted write %s is in the downstream's log", s.key)
+		for _, st := range lost[epoch] {
 			inside := !s.r.Sent.Before(st.from) && (st.to.IsZero() || s.r.Done.Before(st.to))
 			require.False(t, inside, "I4: a write sent at %v after the lease was lost at %v was accepted", s.r.Sent, st.from)
 		}
 	}
 	// And against the cluster: no write of an epoch accepted after the
 	// cluster moved that epoch past active for good.
-	tk, err := c.Task(e.ctx, task)
+	tk, err := c.Task(e.ctx, task, false)
 	require.NoError(t, err)
 	for _, h := range tk.History {
 		if h.Status.Live() {

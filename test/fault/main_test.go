@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/test/netfault"
 	"github.com/fencepost/fencepost/test/scenario"
 )
@@ -67,11 +68,20 @@ func newEnv(t *testing.T, cfg scenario.ClusterConfig, limit time.Duration) *env 
 
 func (e *env) logf(actor, format string, args ...any) { e.tl.Logf(actor, format, args...) }
 
-// client returns a cluster client of every node that retries unknown
-// outcomes for up to retry.
-func (e *env) client(retry time.Duration) *scenario.ClusterClient {
-	c := scenario.NewClusterClient(e.cluster.Endpoints(), time.Second)
-	c.Retry = retry
+// client returns a cluster client of every node. With retry it retries a
+// call whose outcome is unknown (with the same request id) until the
+// test's context ends, so outcomes become known; without, it tries each
+// member once with a short timeout, for probes that must not wait.
+func (e *env) client(retry bool) *cluster.Client {
+	e.t.Helper()
+	cfg := cluster.Config{Endpoints: e.cluster.Endpoints(), Timeout: time.Second}
+	if !retry {
+		cfg.Retries = len(cfg.Endpoints) - 1
+		cfg.Timeout = 500 * time.Millisecond
+		cfg.Backoff = 10 * time.Millisecond
+	}
+	c, err := cluster.New(cfg)
+	require.NoError(e.t, err)
 	e.t.Cleanup(c.Close)
 	return c
 }
@@ -80,7 +90,8 @@ func (e *env) client(retry time.Duration) *scenario.ClusterClient {
 // cluster at endpoints, and a worker behind it.
 func (e *env) sidecar(worker string, endpoints []string) (*proxy.Sidecar, *scenario.Worker) {
 	e.t.Helper()
-	cc := scenario.NewClusterClient(endpoints, time.Second)
+	cc, err := cluster.New(cluster.Config{Endpoints: endpoints, Timeout: time.Second})
+	require.NoError(e.t, err)
 	s, err := proxy.New(proxy.Config{
 		Endpoints: endpoints, WorkerID: worker, ProxyAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0",
 		ClusterTimeout: time.Second, SessionHeartbeat: 500 * time.Millisecond, UpstreamTimeout: 20 * time.Second,

@@ -149,7 +149,6 @@ func TestLeaderProcessKilledAndFrozen(t *testing.T) {
 	tl.Logf("cluster", "3 processes ready, leader %s", l.id)
 
 	c := scenario.NewClusterClient(pc.endpoints(), time.Second)
-	c.Retry = 5 * time.Second
 	defer c.Close()
 	e := &env{t: t, ctx: ctx, tl: tl}
 	sess, err := c.OpenSession(ctx, api.OpenSessionRequest{WorkerID: "holder"})
@@ -165,7 +164,6 @@ func TestLeaderProcessKilledAndFrozen(t *testing.T) {
 	// A short per-attempt timeout: a frozen node accepts connections and
 	// never answers, and the client must move on to the next endpoint.
 	rival := scenario.NewClusterClient(pc.endpoints(), 400*time.Millisecond)
-	rival.Retry = 5 * time.Second
 	defer rival.Close()
 	rsess, err := rival.OpenSession(ctx, api.OpenSessionRequest{WorkerID: "rival"})
 	require.NoError(t, err)
@@ -204,7 +202,7 @@ func TestLeaderProcessKilledAndFrozen(t *testing.T) {
 	tl.Logf(frozen.id, "SIGCONTinued (deposed)")
 	pc.waitReady(frozen, 20*time.Second)
 
-	tk, err := c.Task(ctx, task)
+	tk, err := c.Task(ctx, task, false)
 	require.NoError(t, err)
 	require.NotNil(t, tk.Lease)
 	require.Equal(t, g.Lease.Epoch, tk.Lease.Epoch, "the holder kept its epoch")

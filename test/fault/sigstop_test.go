@@ -17,6 +17,7 @@ import (
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/test/netfault"
 	"github.com/fencepost/fencepost/test/scenario"
 )
@@ -34,7 +35,7 @@ const (
 func runSidecarHelper() {
 	ttl, _ := time.ParseDuration(os.Getenv(envClusterTTL))
 	endpoints := strings.Split(os.Getenv(envEndpoints), ",")
-	cc := scenario.NewClusterClient(endpoints, ttl/2)
+	cc := scenario.NewClusterClient(endpoints, ttl/4)
 	s, err := proxy.New(proxy.Config{
 		Endpoints: endpoints, WorkerID: os.Getenv(helperEnv),
 		ProxyAddr: os.Getenv(envProxyAddr), ControlAddr: os.Getenv(envControl),
@@ -115,10 +116,10 @@ func (e *env) acquire(w *scenario.Worker, task string, claim bool) proxy.GrantRe
 }
 
 // waitStatus polls the cluster until task's lease with epoch is in want.
-func (e *env) waitStatus(c *scenario.ClusterClient, task string, epoch uint64, want lease.Status, limit time.Duration) {
+func (e *env) waitStatus(c *cluster.Client, task string, epoch uint64, want lease.Status, limit time.Duration) {
 	e.t.Helper()
 	d := eventually(e.t, limit, 20*time.Millisecond, fmt.Sprintf("lease epoch=%d %s", epoch, want), func() bool {
-		t, err := c.Task(e.ctx, task)
+		t, err := c.Task(e.ctx, task, false)
 		if err != nil {
 			return false
 		}
@@ -143,7 +144,7 @@ func (e *env) waitStatus(c *scenario.ClusterClient, task string, epoch uint64, w
 // is rejected as stale (I3).
 func TestSIGSTOPSidecarPastTTL(t *testing.T) {
 	e := newEnv(t, scenario.ClusterConfig{TTL: 2 * time.Second, Grace: 500 * time.Millisecond}, 60*time.Second)
-	c := e.client(3 * time.Second)
+	c := e.client(true)
 	const task = "frozen"
 	procA, wA := e.startSidecarProcess("A")
 	_, wB := e.sidecar("B", e.cluster.Endpoints())
@@ -186,7 +187,7 @@ func TestSIGSTOPSidecarPastTTL(t *testing.T) {
 
 	held.Release()
 	e.logf("net", "released A's held step-2")
-	eventually(t, 5*time.Second, 5*time.Millisecond, "held write rejected as stale", func() bool { return e.down.RejectedStale(task) == 1 })
+	eventually(t, 5*time.Second, 5*time.Millisecond, "held write rejected as stale", func() bool { return e.down.RejectedStale() == 1 })
 	e.logf("down", "rejected the held step-2 as stale")
 	select {
 	case hr := <-heldDone:

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/fencepost/fencepost/raftstore/httpapi"
 )
@@ -297,4 +298,15 @@ func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)
 		case <-t.C:
 		}
 	}
+}
+
+// NewClusterClient returns the cluster's Go client (proxy/cluster) for
+// endpoints, each attempt bounded by timeout. It panics on an invalid
+// configuration (no endpoints), which is a bug in the calling test.
+func NewClusterClient(endpoints []string, timeout time.Duration) *cluster.Client {
+	c, err := cluster.New(cluster.Config{Endpoints: endpoints, Timeout: timeout})
+	if err != nil {
+		panic(err)
+	}
+	return c
 }

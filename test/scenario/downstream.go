@@ -1,124 +1,80 @@
 package scenario
 
 import (
-	"errors"
-	"net"
-	"net/http"
-	"sync"
-	"time"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fencepost/fencepost/fence"
-	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
-// FencedService is a fenced downstream built on the fence package's
-// net/http middleware (in-memory store): it accepts
-// POST /v1/tasks/{task}/writes and logs every accepted write inside the
-// fenced section, so the log order is the order the writes took effect,
-// and it counts the writes it refused as stale.
+// staleMetric is refsvc's counter of writes rejected for a stale token.
+const staleMetric = "fencepost_refsvc_writes_stale_rejected_total"
+
+// FencedService is the downstream the workers write to: the reference
+// fenced service (fence/refsvc) on 127.0.0.1:0 with its own metrics
+// registry, seen through the two things the scenario and the fault tests
+// judge by — its append-only log of accepted writes and its count of
+// writes refused as stale.
 type FencedService struct {
-	ln  net.Listener
-	srv *http.Server
-	wg  sync.WaitGroup
-
-	mu       sync.Mutex
-	accepted map[string][]AcceptedWrite
-	stale    map[string][]AcceptedWrite
+	srv *refsvc.Server
+	reg *prometheus.Registry
 }
 
-// AcceptedWrite is one write the downstream decided on.
-type AcceptedWrite struct {
-	// Epoch is the write's fencing token.
-	Epoch uint64
-	// Key is its Idempotency-Key.
-	Key string
-	// At is when the downstream decided.
-	At time.Time
-}
+// AcceptedWrite is one write the downstream accepted.
+type AcceptedWrite = refsvc.Entry
 
 // StartFencedService starts a FencedService on 127.0.0.1:0.
 func StartFencedService() (*FencedService, error) {
-	store, err := fence.NewMemStore(fence.MemStoreConfig{})
+	reg := prometheus.NewRegistry()
+	srv, err := refsvc.New(refsvc.Config{Addr: "127.0.0.1:0", Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
-	d := &FencedService{accepted: map[string][]AcceptedWrite{}, stale: map[string][]AcceptedWrite{}}
-	mw, err := fence.NewMiddleware(fence.MiddlewareConfig{Config: fence.Config{
-		Store: store,
-		Observer: func(dec fence.Decision) {
-			if dec.Problem != nil && dec.Problem.Type == fence.ProblemStaleToken {
-				d.mu.Lock()
-				t := dec.Write.Key.Task
-				d.stale[t] = append(d.stale[t], AcceptedWrite{Epoch: dec.Write.Epoch, Key: dec.Write.IdempotencyKey, At: time.Now()})
-				d.mu.Unlock()
-			}
-		},
-	}})
-	if err != nil {
+	if err := srv.Start(); err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("POST /v1/tasks/{task}/writes", mw.Wrap(http.HandlerFunc(d.write)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	d.ln = ln
-	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener closed under us: Close reports nothing more useful
-		}
-	}()
-	return d, nil
-}
-
-func (d *FencedService) write(w http.ResponseWriter, r *http.Request) {
-	fw, ok := fence.WriteFromContext(r.Context())
-	if !ok {
-		fence.WriteProblemHTTP(w, &fence.Problem{Type: api.ProblemTypeBase + "unfenced", Title: "unfenced write", Status: http.StatusInternalServerError})
-		return
-	}
-	d.mu.Lock()
-	d.accepted[fw.Key.Task] = append(d.accepted[fw.Key.Task], AcceptedWrite{Epoch: fw.Epoch, Key: fw.IdempotencyKey, At: time.Now()})
-	d.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"ok":true}`))
+	return &FencedService{srv: srv, reg: reg}, nil
 }
 
 // Addr is the service's host:port.
-func (d *FencedService) Addr() string { return d.ln.Addr().String() }
+func (d *FencedService) Addr() string { return d.srv.Addr() }
 
 // WriteURL is the URL of task's writes.
 func (d *FencedService) WriteURL(task string) string { return writeURL(d.Addr(), task) }
 
-// Accepted returns the accepted writes of task, in the order they took
-// effect.
+// Accepted returns the accepted writes of task, in the order they were
+// appended to the log (the order they took effect).
 func (d *FencedService) Accepted(task string) []AcceptedWrite {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]AcceptedWrite(nil), d.accepted[task]...)
+	var out []AcceptedWrite
+	for _, e := range d.srv.Log() {
+		if e.Task == task {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
-// Stale returns the writes of task refused for a stale fencing token.
-func (d *FencedService) Stale(task string) []AcceptedWrite {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]AcceptedWrite(nil), d.stale[task]...)
-}
+// CheckLog verifies I3 over the whole log (refsvc.Server.CheckLog).
+func (d *FencedService) CheckLog() error { return d.srv.CheckLog() }
 
-// RejectedStale is how many writes of task were refused as stale.
-func (d *FencedService) RejectedStale(task string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.stale[task])
+// RejectedStale is how many writes the service refused as stale. The
+// service counts without task labels, so this is over all tasks: give
+// each test its own service.
+func (d *FencedService) RejectedStale() int {
+	mfs, err := d.reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == staleMetric {
+			n := 0.0
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+			return int(n)
+		}
+	}
+	return 0
 }
 
 // Close stops the service.
-func (d *FencedService) Close() error {
-	err := d.srv.Close()
-	d.wg.Wait()
-	return err
-}
+func (d *FencedService) Close() error { return d.srv.Close() }

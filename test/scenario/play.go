@@ -85,10 +85,10 @@ func (p *play) play(ctx context.Context) error {
 	}
 
 	// 7. The held write reaches the downstream and is rejected as stale.
-	before := p.down.RejectedStale(task)
+	before := p.down.RejectedStale()
 	p.stuck.Release()
 	p.logf("net", "the network finally delivers A's held step-2 write (epoch=%d)", epochA)
-	if err := waitUntil(ctx, 5*time.Second, 5*time.Millisecond, func() bool { return p.down.RejectedStale(task) > before }); err != nil {
+	if err := waitUntil(ctx, 5*time.Second, 5*time.Millisecond, func() bool { return p.down.RejectedStale() > before }); err != nil {
 		return errStep("the held write reaching the downstream", err)
 	}
 	p.logf("down", "rejected A's held write: stale fencing token epoch=%d, already accepted epoch=%d (409)", epochA, p.a.epochB)
@@ -104,7 +104,7 @@ func (p *play) play(ctx context.Context) error {
 	}
 	p.logf("B", "completed %s", task)
 	p.a.accepted = p.down.Accepted(task)
-	p.a.rejectedStale = p.down.RejectedStale(task)
+	p.a.rejectedStale = p.down.RejectedStale()
 	p.logf("down", "log for %s: %d writes accepted, %d rejected as stale", task, len(p.a.accepted), p.a.rejectedStale)
 	return nil
 }

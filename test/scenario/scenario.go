@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/test/netfault"
 )
 
@@ -218,11 +219,11 @@ func (p *play) setup(ctx context.Context) error {
 }
 
 func (p *play) startSidecar(ctx context.Context, worker string, endpoints []string) (*proxy.Sidecar, error) {
-	cc, closeCC, err := newClusterClient(endpoints, p.cfg.TTL/2)
+	cc, err := cluster.New(cluster.Config{Endpoints: endpoints, Timeout: p.cfg.TTL / 4})
 	if err != nil {
 		return nil, err
 	}
-	p.closers = append(p.closers, closeCC)
+	p.closers = append(p.closers, cc.Close)
 	s, err := proxy.New(proxy.Config{
 		Endpoints: endpoints, WorkerID: worker,
 		ProxyAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0",

@@ -205,7 +205,18 @@ type WriteResult struct {
 // Write POSTs a tool call to target (a URL) through the sidecar, with
 // actionID as the worker's stable id of the action (the sidecar derives
 // the Idempotency-Key from it).
-func (w *Worker) Write(ctx context.Context, target, task, actionID string, body []byte) (res WriteResult) {
+func (w *Worker) Write(ctx context.Context, target, task, actionID string, body []byte) WriteResult {
+	return w.write(ctx, target, task, proxy.HeaderActionID, actionID, body)
+}
+
+// WriteKey is Write with the worker's own Idempotency-Key, which the
+// sidecar passes on unchanged (so the downstream's log can be matched to
+// the worker's writes).
+func (w *Worker) WriteKey(ctx context.Context, target, task, key string, body []byte) WriteResult {
+	return w.write(ctx, target, task, "Idempotency-Key", key, body)
+}
+
+func (w *Worker) write(ctx context.Context, target, task, header, value string, body []byte) (res WriteResult) {
 	res.Sent = time.Now()
 	defer func() { res.Done = time.Now() }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
@@ -215,7 +226,7 @@ func (w *Worker) Write(ctx context.Context, target, task, actionID string, body 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(proxy.HeaderTaskSelect, task)
-	req.Header.Set(proxy.HeaderActionID, actionID)
+	req.Header.Set(header, value)
 	resp, err := w.tool.Do(req)
 	if err != nil {
 		res.Outcome, res.Err = Failed, err
