@@ -65,7 +65,7 @@ func (s *Store) Keys() api.KeyList {
 	keys := s.fsm.allKeys()
 	out := api.KeyList{Keys: make([]api.PublicKey, 0, len(keys))}
 	for _, k := range keys {
-		out.Keys = append(out.Keys, api.PublicKey{ID: k.ID, Alg: "ed25519", PublicKey: append([]byte(nil), k.Pub...)})
+		out.Keys = append(out.Keys, api.PublicKey{ID: k.ID, Alg: fence.AlgEd25519, PublicKey: append([]byte(nil), k.Pub...)})
 	}
 	return out
 }
