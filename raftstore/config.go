@@ -19,25 +19,44 @@ type Profile struct {
 	Heartbeat time.Duration
 }
 
-// Defaults applied by Config.withDefaults to zero fields.
+// Defaults applied to zero Config fields.
 const (
-	DefaultElectionTimeout    = 300 * time.Millisecond
-	DefaultHeartbeatTimeout   = 100 * time.Millisecond
+	// DefaultElectionTimeout is raft's candidate election timeout.
+	DefaultElectionTimeout = 300 * time.Millisecond
+	// DefaultHeartbeatTimeout is how long a follower waits for the leader
+	// before it starts an election.
+	DefaultHeartbeatTimeout = 100 * time.Millisecond
+	// DefaultLeaderLeaseTimeout is how long a leader keeps leading without
+	// hearing from a quorum.
 	DefaultLeaderLeaseTimeout = 100 * time.Millisecond
-	DefaultCommitTimeout      = 20 * time.Millisecond
-	DefaultSnapshotInterval   = 30 * time.Second
-	DefaultSnapshotThreshold  = 8192
-	DefaultTrailingLogs       = 10240
-	DefaultGrace              = 5 * time.Second
-	DefaultMinTTL             = time.Second
-	DefaultMaxTTL             = 10 * time.Minute
+	// DefaultCommitTimeout is raft's idle commit interval.
+	DefaultCommitTimeout = 20 * time.Millisecond
+	// DefaultSnapshotInterval is how often raft checks whether to snapshot.
+	DefaultSnapshotInterval = 30 * time.Second
+	// DefaultSnapshotThreshold is the number of new entries that triggers a snapshot.
+	DefaultSnapshotThreshold = 8192
+	// DefaultTrailingLogs is the number of entries kept after a snapshot.
+	DefaultTrailingLogs = 10240
+	// DefaultGrace is how long a suspect_dead lease may still be revived.
+	DefaultGrace = 5 * time.Second
+	// DefaultMinTTL is the smallest profile TTL accepted.
+	DefaultMinTTL = time.Second
+	// DefaultMaxTTL is the largest profile TTL accepted.
+	DefaultMaxTTL = 10 * time.Minute
+	// DefaultCheckpointMaxBytes bounds checkpoint data.
 	DefaultCheckpointMaxBytes = 1 << 20
-	DefaultMaxTaskIDBytes     = 256
-	DefaultMaxPayloadBytes    = 1 << 20
-	DefaultMaxWait            = 7 * 24 * time.Hour
-	DefaultApplyTimeout       = 5 * time.Second
-	DefaultProposalsPerTick   = 256
-	DefaultProfileName        = "short"
+	// DefaultMaxTaskIDBytes bounds task ids.
+	DefaultMaxTaskIDBytes = 256
+	// DefaultMaxPayloadBytes bounds payloads, results and journaled bodies.
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultMaxWait bounds wait timeouts and journal deadlines.
+	DefaultMaxWait = 7 * 24 * time.Hour
+	// DefaultApplyTimeout bounds a call whose context has no deadline.
+	DefaultApplyTimeout = 5 * time.Second
+	// DefaultProposalsPerTick rate-limits the expiry loop.
+	DefaultProposalsPerTick = 256
+	// DefaultProfileName is the profile used when a request names none.
+	DefaultProfileName = "short"
 )
 
 // DefaultProfiles are the seed's profiles: short {21s, 7s}, workflow {45s, 15s}.

@@ -191,6 +191,14 @@ func TestRestartFromDataDir(t *testing.T) {
 	}
 	c.waitForLeader()
 	c.waitConverged()
+	waitFor(t, waitTimeout, "every restarted node to be ready", func() bool {
+		for _, s := range c.live() {
+			if s.Ready() != nil {
+				return false
+			}
+		}
+		return true
+	})
 	for _, g := range grants {
 		tk := c.task(g.Task.ID)
 		require.Equal(t, g.Lease.Epoch, tk.Lease.Epoch)
