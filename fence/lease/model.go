@@ -139,7 +139,11 @@ func (m *Model) pruneDedup(now time.Time) {
 		n++
 	}
 	if n > 0 {
-		m.dedupOrder = append(m.dedupOrder[:0:0], m.dedupOrder[n:]...)
+		// Drop the prefix in place: copying the rest on every prune made
+		// each Apply O(remembered ids) once ids expire one per command.
+		// append moves the live part to a new array when it grows.
+		clear(m.dedupOrder[:n])
+		m.dedupOrder = m.dedupOrder[n:]
 	}
 }
 
