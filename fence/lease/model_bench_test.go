@@ -1,0 +1,113 @@
+package lease
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchModel returns a model with one open session and n pending tasks
+// besides "bench".
+func benchModel(b *testing.B, n int) (*Model, *uint64) {
+	b.Helper()
+	m := New()
+	var idx uint64
+	apply := func(c Command) Result {
+		idx++
+		c.Time = t0
+		return m.Apply(idx, &c)
+	}
+	apply(openS("s1"))
+	apply(createT("bench", 0))
+	for i := range n {
+		apply(createT(fmt.Sprintf("other-%06d", i), 0))
+	}
+	return m, &idx
+}
+
+// BenchmarkApplyAcquireRelease measures one acquire plus one release
+// (given back) of the same task: the model's side of a short task.
+func BenchmarkApplyAcquireRelease(b *testing.B) {
+	for _, pending := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			m, idx := benchModel(b, pending)
+			now := t0
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(time.Millisecond)
+				*idx++
+				acq := Command{Op: OpAcquire, SessionID: "s1", TaskID: "bench", Time: now}
+				r := m.Apply(*idx, &acq)
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+				*idx++
+				rel := Command{Op: OpRelease, SessionID: "s1", TaskID: "bench", Epoch: r.Lease.Epoch, Outcome: OutcomeGivenBack, Time: now}
+				if r := m.Apply(*idx, &rel); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplyCheckpoint measures one checkpoint (seq 0 = next, 256 bytes
+// of data) under a held lease, with and without a request id.
+func BenchmarkApplyCheckpoint(b *testing.B) {
+	for _, rid := range []bool{false, true} {
+		b.Run(fmt.Sprintf("rid=%v", rid), func(b *testing.B) {
+			m, idx := benchModel(b, 0)
+			*idx++
+			r := m.Apply(*idx, &Command{Op: OpAcquire, SessionID: "s1", TaskID: "bench", Time: t0})
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+			epoch := r.Lease.Epoch
+			data := make([]byte, 256)
+			now := t0
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(time.Millisecond)
+				*idx++
+				c := Command{Op: OpCheckpoint, SessionID: "s1", TaskID: "bench", Epoch: epoch, Step: "step", Data: data, Time: now}
+				if rid {
+					c.RequestID = fmt.Sprintf("rid-%d", *idx)
+				}
+				if r := m.Apply(*idx, &c); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplyDedupSteadyState applies commands with request ids at a
+// steady rate, window remembered ids at a time: each command forgets one
+// old id. The cost per command must not grow with the window.
+func BenchmarkApplyDedupSteadyState(b *testing.B) {
+	for _, window := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			m := New()
+			gap := DedupWindow / time.Duration(window)
+			var idx uint64
+			apply := func() {
+				idx++
+				c := Command{Op: OpOpenSession, SessionID: "s1", WorkerID: "w-s1",
+					RequestID: fmt.Sprintf("rid-%d", idx), Time: t0.Add(time.Duration(idx) * gap)}
+				if r := m.Apply(idx, &c); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+			for range window {
+				apply()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				apply()
+			}
+			if len(m.dedup) > window+1 {
+				b.Fatalf("%d ids remembered, window %d", len(m.dedup), window)
+			}
+		})
+	}
+}
