@@ -176,3 +176,27 @@ func metricValue(t *testing.T, c prometheus.Collector) float64 {
 func histogramCount(t *testing.T, h prometheus.Collector) uint64 {
 	return collectOne(t, h).GetHistogram().GetSampleCount()
 }
+
+func TestHeartbeatCarriesRevokeAndCancel(t *testing.T) {
+	c := newTestCluster(t, 1)
+	s := c.waitForLeader()
+	ctx := ctxT(t)
+	sid := openSession(t, s, "w1")
+	g1, err := s.Acquire(ctx, "a1", "t1", api.AcquireRequest{SessionID: sid, Create: true, Profile: "long"})
+	require.NoError(t, err)
+	g2, err := s.Acquire(ctx, "a2", "t2", api.AcquireRequest{SessionID: sid, Create: true, Profile: "long"})
+	require.NoError(t, err)
+	_, err = s.Revoke(ctx, "rv", "t1", api.RevokeRequest{Epoch: g1.Lease.Epoch, Reason: "operator"})
+	require.NoError(t, err)
+	_, err = s.Cancel(ctx, "cn", "t2", api.CancelRequest{Reason: "not needed"})
+	require.NoError(t, err)
+	hb, err := s.Heartbeat(ctx, sid, api.HeartbeatRequest{Leases: []api.HeldLease{{TaskID: "t1", Epoch: g1.Lease.Epoch}, {TaskID: "t2", Epoch: g2.Lease.Epoch}}})
+	require.NoError(t, err)
+	require.Len(t, hb.Leases, 2)
+	for _, st := range hb.Leases {
+		require.Equal(t, api.SignalRevoked, st.Signal, st.TaskID)
+		require.Equal(t, lease.StatusRevoked, st.Status)
+		require.Zero(t, st.ValidForMs)
+	}
+	require.Equal(t, "operator", hb.Leases[0].Reason)
+}
