@@ -13,6 +13,9 @@ type Dev struct {
 	DataDir string `yaml:"data_dir" doc:"data directory of the embedded node"`
 	// Ports are the loopback ports of the three parts.
 	Ports DevPorts `yaml:"ports"`
+	// Task is the task the embedded sidecar holds (one-task mode), so a
+	// fenced call works right away.
+	Task string `yaml:"task" doc:"task the embedded sidecar creates and holds"`
 	// Log configures logging for every part.
 	Log Log `yaml:"log"`
 }
@@ -37,6 +40,7 @@ type DevPorts struct {
 func DefaultDev() *Dev {
 	return &Dev{
 		DataDir: "./fencepost-data/dev",
+		Task:    "dev-task",
 		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490},
 		// A person reads dev logs in a terminal, so they default to console.
 		Log: Log{Level: "info", Format: "console"},
@@ -68,6 +72,9 @@ func (d *Dev) Validate() error {
 	var p problems
 	if d.DataDir == "" {
 		p.invalid("data_dir", "must not be empty")
+	}
+	if d.Task != "" {
+		checkName(&p, "task", d.Task)
 	}
 	used := map[int]string{}
 	for _, pt := range d.ports() {
@@ -118,6 +125,7 @@ func (d *Dev) Sidecar() *Sidecar {
 	s := DefaultSidecar()
 	s.Cluster = []string{loopback(d.Ports.HTTP)}
 	s.WorkerID = "dev-worker"
+	s.Task = d.Task
 	s.ProxyAddr = loopback(d.Ports.Proxy)
 	s.ControlAddr = loopback(d.Ports.Control)
 	s.Log = d.Log

@@ -114,6 +114,12 @@ writes:
   #     - {host: search.example.com, path_prefix: /query, methods: [POST], write: false}
   #     - {host: "*.internal.example.com", write: true}
   rules: []
+  # Writes journaled in the cluster (intent before, outcome after): a later
+  # owner repeating the same Idempotency-Key gets the recorded response, and
+  # an intent with no outcome is reported in doubt. E.g.
+  #   journal:
+  #     - {host: payments.example.com, path_prefix: /charges, methods: [POST]}
+  journal: []
 
 tls:
   # Hosts the worker calls as http:// while the sidecar speaks TLS upstream,
@@ -164,6 +170,8 @@ const exampleDev = `# fencepost dev: a one-node cluster, a sidecar and the fence
 # process, all on 127.0.0.1.
 ` + header + `
 data_dir: ./fencepost-data/dev
+# Task the embedded sidecar creates and holds, so a fenced call works at once.
+task: dev-task
 
 # Port 0 picks a free port.
 ports:

@@ -59,6 +59,20 @@ type Writes struct {
 	// every other method is a write). The first rule that matches host,
 	// path prefix and method decides; no match falls back to the default.
 	Rules []WriteRule `yaml:"rules" doc:"write classification rules, first match wins (inline YAML list)"`
+	// Journal lists routes whose writes are journaled in the cluster: an
+	// intent before the call, the outcome after, so a later owner repeating
+	// the same Idempotency-Key gets the recorded response (DESIGN.md 5).
+	Journal []JournalRule `yaml:"journal" doc:"routes whose writes are journaled in the cluster (inline YAML list)"`
+}
+
+// JournalRule selects writes to journal. An empty field matches anything.
+type JournalRule struct {
+	// Host matches the request host like WriteRule.Host.
+	Host string `yaml:"host"`
+	// PathPrefix matches the start of the path.
+	PathPrefix string `yaml:"path_prefix"`
+	// Methods lists upper-case methods.
+	Methods []string `yaml:"methods"`
 }
 
 // WriteRule marks matching requests as writes or reads.
@@ -235,6 +249,20 @@ func (w Writes) validate(p *problems) {
 		}
 		if r.Write == nil {
 			p.invalid(key+".write", "must be set to true or false")
+		}
+	}
+	for i, r := range w.Journal {
+		key := indexKey("writes.journal", i)
+		if r.Host != "" {
+			checkHostPattern(p, key+".host", r.Host)
+		}
+		if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+			p.invalid(key+".path_prefix", "must start with / (got %q)", r.PathPrefix)
+		}
+		for j, m := range r.Methods {
+			if m == "" || strings.ToUpper(m) != m {
+				p.invalid(indexKey(key+".methods", j), "must be an upper-case HTTP method such as POST (got %q)", m)
+			}
 		}
 	}
 }

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/proxy"
+)
+
+const sidecarUsage = `Usage: fencepost sidecar [flags]
+
+Runs the sidecar beside one worker: it holds a session with the lease
+cluster and heartbeats for the worker, and it is the worker's HTTP_PROXY —
+every outbound call is stamped with X-Fencing-Token and Idempotency-Key, and
+every write is refused (409, never forwarded) once the lease is no longer
+current. The worker's control API, /healthz, /readyz and /metrics are on
+control_addr.
+
+With --task the sidecar runs in one-task mode: it creates or acquires that
+task at start, /readyz waits for the lease, and on SIGTERM it drains, then
+gives the lease back so another worker can take over at once.
+
+Examples:
+  fencepost sidecar --cluster 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420 --worker-id w1
+  fencepost sidecar --cluster 127.0.0.1:7400 --task run_456 --profile workflow
+
+  # then, in the worker:
+  export HTTP_PROXY=http://127.0.0.1:7480 http_proxy=http://127.0.0.1:7480 NO_PROXY=
+  curl -X POST http://tool.internal/v1/act        # stamped, or 409 without a lease
+`
+
+func init() {
+	register(&command{name: "sidecar", summary: "run the sidecar (HTTP_PROXY + heartbeats) beside a worker", usage: sidecarUsage, run: runSidecar})
+}
+
+func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sidecar")
+	flags := config.BindFlags(fs, config.RoleSidecar)
+	if code, ok := parseFlags(fs, sidecarUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	cfg, code := loadRole[*config.Sidecar](config.RoleSidecar, flags, "sidecar", stderr)
+	if code != exitOK {
+		return code
+	}
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return reportError(stderr, "sidecar", err)
+	}
+	defer func() { _ = log.Sync() }()
+	sc, err := startSidecar(ctx, cfg, log, newRegistry())
+	if err != nil {
+		return reportError(stderr, "sidecar", err)
+	}
+	<-ctx.Done()
+	log.Info("draining; the lease is given back when in-flight requests finish")
+	if err := stopSidecar(sc, cfg); err != nil {
+		return reportError(stderr, "sidecar", err)
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// startSidecar builds and starts a sidecar from its configuration.
+func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) (*proxy.Sidecar, error) {
+	sc, err := proxy.New(sidecarConfig(cfg, log, reg), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", config.ErrRuntime, err)
+	}
+	log.Info("fencepost sidecar started", zap.String("proxy", sc.ProxyAddr()),
+		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task))
+	return sc, nil
+}
+
+// stopSidecar drains within drain_timeout plus a little for giving back.
+func stopSidecar(sc *proxy.Sidecar, cfg *config.Sidecar) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout.Std()+cfg.Timeouts.Dial.Std())
+	defer cancel()
+	return sc.Shutdown(ctx)
+}
+
+// sidecarConfig maps the sidecar file/env/flag configuration onto proxy's.
+func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) proxy.Config {
+	pc := proxy.Config{
+		Endpoints:         cfg.Cluster,
+		WorkerID:          cfg.WorkerID,
+		ProxyAddr:         cfg.ProxyAddr,
+		ControlAddr:       cfg.ControlAddr,
+		Task:              cfg.Task,
+		Profile:           cfg.Profile,
+		Drift:             cfg.Heartbeat.Drift,
+		MarginFloor:       cfg.Heartbeat.MarginFloor.Std(),
+		ReadsWithoutLease: proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
+		ConnectAllow:      cfg.Connect.Allow,
+		MaxRequestBody:    cfg.Limits.MaxRequestBody.Int(),
+		MaxResponseBody:   int64(cfg.Limits.MaxResponseBody),
+		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes.Int(),
+		DialTimeout:       cfg.Timeouts.Dial.Std(),
+		UpstreamTimeout:   cfg.Timeouts.Upstream.Std(),
+		IdleTimeout:       cfg.Timeouts.Idle.Std(),
+		DrainTimeout:      cfg.DrainTimeout.Std(),
+		Logger:            log,
+		Registerer:        reg,
+	}
+	for _, r := range cfg.Writes.Rules {
+		pc.WriteRules = append(pc.WriteRules, proxy.WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: *r.Write})
+	}
+	for _, r := range cfg.Writes.Journal {
+		pc.Journal = append(pc.Journal, proxy.JournalRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods})
+	}
+	for _, o := range cfg.TLS.Originate {
+		pc.TLSOriginate = append(pc.TLSOriginate, proxy.TLSOrigin{Host: o.Host, ServerName: o.ServerName, CAFile: o.CAFile})
+	}
+	return pc
+}
