@@ -96,10 +96,7 @@ func declaredIn(files map[string]string, name string) string {
 // pendingMetrics are metrics deploy/ already uses whose package has not
 // landed yet, with what is missing. They are reported, not failed; remove an
 // entry as soon as its package exports the metric.
-var pendingMetrics = map[string]string{
-	"fencepost_fenced_writes_total": "the fenced reference service (fence/refsvc, `fencepost fenced`) does not export its write decisions yet; " +
-		"deploy/ expects a counter fencepost_fenced_writes_total{result} with result=\"stale\" for stale-epoch rejections",
-}
+var pendingMetrics = map[string]string{}
 
 // TestReferencedMetricsDeclared checks, without running anything, that
 // every metric the rules and the dashboard use is declared in the source of
@@ -244,6 +241,9 @@ func hasCommand(t *testing.T, bin, cmd string) bool {
 	return regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(cmd) + `\s`).Match(out)
 }
 
+// devTask is the task the embedded sidecar holds.
+const devTask = "deploy-dev"
+
 // devStack is a running `fencepost dev`.
 type devStack struct {
 	http, control, proxy, fenced int
@@ -267,6 +267,7 @@ func startDev(t *testing.T, bin string) devStack {
 		"--ports-proxy", strconv.Itoa(ports[2]),
 		"--ports-control", strconv.Itoa(ports[3]),
 		"--ports-fenced", strconv.Itoa(ports[4]),
+		"--task", devTask,
 		"--log-level", "warn")
 	cmd.Env = cleanEnv()
 	cmd.Stdout, cmd.Stderr = d.log, d.log
@@ -321,16 +322,21 @@ func cleanEnv() []string {
 	return out
 }
 
-// driveTraffic makes the labelled series appear: a granted lease, a
-// forwarded write and read, a blocked write, a held-task acquire (a
-// double-execution alarm) and a stale write to fenced. Each step is best
+// driveTraffic makes the labelled series appear: a forwarded write and
+// read through the sidecar, a write the sidecar blocks, a held-task acquire
+// (a double-execution alarm) and a stale write to fenced. Each step is best
 // effort: a failure is logged, because this test is about names, and the
 // behaviour has its own tests.
 func driveTraffic(t *testing.T, d devStack) {
 	t.Helper()
 	plain := &http.Client{Timeout: 5 * time.Second}
-	proxyURL, _ := url.Parse(d.url(d.proxy, ""))
-	proxied := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+	viaProxy := func(user string) *http.Client {
+		u, _ := url.Parse(d.url(d.proxy, ""))
+		if user != "" {
+			u.User = url.User(user)
+		}
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	}
 	step := func(what string, c *http.Client, method, u string, body any, hdr http.Header, into any) int {
 		var rd io.Reader
 		if body != nil {
@@ -360,31 +366,31 @@ func driveTraffic(t *testing.T, d devStack) {
 		t.Logf("traffic: %s: %d", what, resp.StatusCode)
 		return resp.StatusCode
 	}
-	fenced := d.url(d.fenced, "/deploy-test/register")
+	writes := func(task string) string { return d.url(d.fenced, "/v1/tasks/"+url.PathEscape(task)+"/writes") }
 
-	// Through the sidecar: acquire, write, read, give back, blocked write.
-	step("sidecar acquire", plain, "POST", d.url(d.control, "/v1/acquire"), map[string]any{"taskId": "deploy-sidecar", "create": true}, nil, nil)
-	step("proxied write", proxied, "POST", fenced, map[string]any{"v": 1}, nil, nil)
-	step("proxied read", proxied, "GET", fenced, nil, nil, nil)
-	step("sidecar give back", plain, "POST", d.url(d.control, "/v1/giveback"), map[string]any{"taskId": "deploy-sidecar"}, nil, nil)
-	step("proxied write without a lease (blocked)", proxied, "POST", fenced, map[string]any{"v": 2}, nil, nil)
+	// Through the sidecar, which holds devTask: a write and a read go
+	// through; a write for a task it does not hold is blocked.
+	step("proxied write", viaProxy(""), "POST", writes(devTask), map[string]any{"v": 1}, nil, nil)
+	step("proxied read", viaProxy(""), "GET", d.url(d.fenced, "/v1/tasks/"+devTask), nil, nil, nil)
+	step("proxied write for a task not held (blocked)", viaProxy("deploy-not-held"), "POST", writes("deploy-not-held"), map[string]any{"v": 2}, nil, nil)
 
 	// On the cluster API: two sessions, one task.
+	const task = "deploy-cluster"
 	var a, b api.Session
 	step("open session a", plain, "POST", d.url(d.http, api.PathSessions), api.OpenSessionRequest{WorkerID: "deploy-a"}, nil, &a)
 	step("open session b", plain, "POST", d.url(d.http, api.PathSessions), api.OpenSessionRequest{WorkerID: "deploy-b"}, nil, &b)
-	task := d.url(d.http, "/v1/tasks/deploy-cluster")
+	taskURL := d.url(d.http, "/v1/tasks/"+task)
 	var ga, gb api.Grant
-	step("acquire a", plain, "POST", task+"/acquire", api.AcquireRequest{SessionID: a.SessionID, Create: true}, nil, &ga)
-	step("acquire b while a holds it (alarm)", plain, "POST", task+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, nil)
-	step("release a", plain, "POST", task+"/release", api.ReleaseRequest{SessionID: a.SessionID, Epoch: ga.Lease.Epoch, Outcome: lease.OutcomeGivenBack}, nil, nil)
-	step("acquire b", plain, "POST", task+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, &gb)
+	step("acquire a", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: a.SessionID, Create: true}, nil, &ga)
+	step("acquire b while a holds it (alarm)", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, nil)
+	step("release a", plain, "POST", taskURL+"/release", api.ReleaseRequest{SessionID: a.SessionID, Epoch: ga.Lease.Epoch, Outcome: lease.OutcomeGivenBack}, nil, nil)
+	step("acquire b", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, &gb)
 
 	// Straight to fenced: b's write, then a's older epoch (stale).
 	token := func(g api.Grant, key string) http.Header {
 		h := http.Header{}
 		h.Set(fence.HeaderToken, strconv.FormatUint(g.Lease.Epoch, 10))
-		h.Set(fence.HeaderTask, "deploy-cluster")
+		h.Set(fence.HeaderTask, task)
 		h.Set(fence.HeaderHolder, g.Lease.WorkerID)
 		if g.TokenSignature != "" {
 			h.Set(fence.HeaderSignature, g.TokenSignature)
@@ -393,19 +399,27 @@ func driveTraffic(t *testing.T, d devStack) {
 		return h
 	}
 	if ga.Lease.Epoch != 0 && gb.Lease.Epoch != 0 {
-		step("fenced write, current epoch", plain, "POST", fenced, map[string]any{"v": 3}, token(gb, "deploy-k1"), nil)
-		step("fenced write, stale epoch", plain, "POST", fenced, map[string]any{"v": 4}, token(ga, "deploy-k2"), nil)
+		step("fenced write, current epoch", plain, "POST", writes(task), map[string]any{"v": 3}, token(gb, "deploy-k1"), nil)
+		step("fenced write, stale epoch", plain, "POST", writes(task), map[string]any{"v": 4}, token(ga, "deploy-k2"), nil)
 	}
-	step("close session b", plain, "DELETE", d.url(d.http, "/v1/sessions/"+url.PathEscape(b.SessionID)), nil, nil, nil)
+	for _, s := range []api.Session{a, b} {
+		if s.SessionID != "" {
+			step("close session", plain, "DELETE", d.url(d.http, "/v1/sessions/"+url.PathEscape(s.SessionID)), nil, nil, nil)
+		}
+	}
 }
 
-// TestReferencedMetricsExported runs `fencepost dev`, drives a little
-// traffic, scrapes the /metrics of the cluster API, the sidecar's control
-// API and the fenced service, and checks every metric deploy/ uses against
-// the scrape. A labelled vector nobody incremented in this run (an alarm)
-// does not appear in a scrape; those must at least be declared in the
-// source, and are listed in the log.
-func TestReferencedMetricsExported(t *testing.T) {
+// TestAgainstDev runs `fencepost dev` (cluster node, sidecar and fenced on
+// loopback) and checks deploy/ against it:
+//
+//   - ReferencedMetricsExported: after a little traffic, the /metrics of the
+//     cluster API, the sidecar's control API and the fenced service export
+//     every metric deploy/ uses. A labelled vector nobody incremented in
+//     this run does not appear in a scrape; those must at least be declared
+//     in the source, and are listed in the log.
+//   - ProbePathsServed: every httpGet probe in deploy/k8s answers 200 on
+//     the role's port.
+func TestAgainstDev(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -415,6 +429,11 @@ func TestReferencedMetricsExported(t *testing.T) {
 			"TestReferencedMetricsDeclared checks the names against the source meanwhile")
 	}
 	d := startDev(t, bin)
+	t.Run("ReferencedMetricsExported", func(t *testing.T) { checkMetricsExported(t, d) })
+	t.Run("ProbePathsServed", func(t *testing.T) { checkProbePaths(t, d) })
+}
+
+func checkMetricsExported(t *testing.T, d devStack) {
 	driveTraffic(t, d)
 
 	fams := map[string]*family{}
@@ -473,4 +492,31 @@ func TestReferencedMetricsExported(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkProbePaths requests every httpGet probe path of the fencepost
+// containers in deploy/k8s on the matching role's port of the dev stack.
+func checkProbePaths(t *testing.T, d devStack) {
+	ports := map[string]int{"server": d.http, "fenced": d.fenced, "sidecar": d.control}
+	n := 0
+	for name, wl := range workloads(t, k8sObjects(t)) {
+		for _, c := range slices.Concat(wl.Template.Spec.InitContainers, wl.Template.Spec.Containers) {
+			if !isFencepostImage(c.Image) || len(c.Args) == 0 {
+				continue
+			}
+			port, ok := ports[c.Args[0]]
+			require.True(t, ok, "%s container %s: role %q", name, c.Name, c.Args[0])
+			for _, p := range []*probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+				if p == nil || p.HTTPGet == nil {
+					continue
+				}
+				n++
+				resp, err := http.Get(d.url(port, p.HTTPGet.Path))
+				require.NoError(t, err, "%s container %s: probe %s", name, c.Name, p.HTTPGet.Path)
+				_ = resp.Body.Close()
+				require.Equal(t, http.StatusOK, resp.StatusCode, "%s container %s: probe %s on the %s port", name, c.Name, p.HTTPGet.Path, c.Args[0])
+			}
+		}
+	}
+	require.NotZero(t, n, "no httpGet probes in deploy/k8s")
 }
