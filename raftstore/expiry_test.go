@@ -14,7 +14,9 @@ import (
 )
 
 func TestSilentLeaseIsRevivedThenReclaimed(t *testing.T) {
-	c := newTestCluster(t, 1)
+	// A longer grace, so the late heartbeat lands inside it even when the
+	// shared test machine delays the expiry loop.
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.Grace = 2 * time.Second })
 	s := c.waitForLeader()
 	ctx := ctxT(t)
 	sid := openSession(t, s, "w1")

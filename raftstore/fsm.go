@@ -82,10 +82,12 @@ type fsm struct {
 
 	applied indexWaiter
 	log     *zap.Logger
+	// watch wakes long-polling sidecars when their leases change.
+	watch *sessionWatch
 }
 
 func newFSM(log *zap.Logger) *fsm {
-	return &fsm{model: lease.New(), nodes: map[string]nodeMeta{}, log: log, applied: newIndexWaiter()}
+	return &fsm{model: lease.New(), nodes: map[string]nodeMeta{}, log: log, applied: newIndexWaiter(), watch: newSessionWatch()}
 }
 
 // Apply implements raft.FSM.
@@ -119,8 +121,10 @@ func applyCommand(f *fsm, index uint64, body []byte) any {
 	var c lease.Command
 	mustDecode(index, body, &c)
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.model.Apply(index, &c)
+	res := f.model.Apply(index, &c)
+	f.mu.Unlock()
+	f.watch.observe(res)
+	return res
 }
 
 func applyNode(f *fsm, index uint64, body []byte) any {
