@@ -81,6 +81,14 @@ func (h *heartbeater) halt() {
 	<-h.done
 }
 
+// ackedSince reports whether a heartbeat sent at or after t was
+// acknowledged.
+func (h *heartbeater) ackedSince(t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.last.Before(t)
+}
+
 func (h *heartbeater) lostLeases() []api.LeaseState {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -152,8 +152,10 @@ func TestLeaderKillDuringAcquires(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // more racing with the old leader back
 	close(stop)
 	wg.Wait()
-	time.Sleep(ttl / 2) // one more heartbeat round reports any loss
+	// One more acknowledged heartbeat per worker reports any loss.
+	stopped := time.Now()
 	for _, h := range hbs {
+		eventually(t, 5*time.Second, 10*time.Millisecond, "a heartbeat after the race", func() bool { return h.ackedSince(stopped) })
 		h.halt()
 	}
 
