@@ -28,13 +28,15 @@ type Row struct {
 	B        []float64 `json:"peer_values"`
 }
 
-// Ratio is median(ours) / median(peer).
+// Ratio is median(ours) / median(peer). It is undefined (NaN) when
+// either median is not positive: an "added latency" below direct's, say,
+// has no meaningful ratio.
 func (r Row) Ratio() float64 {
-	b := median(r.B)
-	if b == 0 || math.IsNaN(b) {
+	a, b := median(r.A), median(r.B)
+	if !(a >= 0 && b > 0) {
 		return math.NaN()
 	}
-	return median(r.A) / b
+	return a / b
 }
 
 // Goal is one target from the issue, checked against the measured rows.
