@@ -118,12 +118,15 @@ func TestK8sContainersHardened(t *testing.T) {
 			require.True(t, sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation, "%s: allowPrivilegeEscalation: false", where)
 			require.True(t, sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem, "%s: readOnlyRootFilesystem: true", where)
 			require.Contains(t, sc.Capabilities.Drop, "ALL", "%s: capabilities.drop: [ALL]", where)
+			// A numeric uid lets the kubelet verify runAsNonRoot whatever
+			// the image's USER says.
+			uid := sc.RunAsUser
+			if uid == nil {
+				uid = spec.SecurityContext.RunAsUser
+			}
+			require.True(t, uid != nil && *uid != 0, "%s: set a numeric non-root runAsUser (65532 for the fencepost image)", where)
 			if isFencepostImage(c.Image) {
-				uid := sc.RunAsUser
-				if uid == nil {
-					uid = spec.SecurityContext.RunAsUser
-				}
-				require.True(t, uid != nil && *uid != 0, "%s: runs the fencepost image as a non-root uid (65532, the image's nonroot user)", where)
+				require.Equal(t, 65532, *uid, "%s: the fencepost image's nonroot user owns /var/lib/fencepost", where)
 				require.Empty(t, c.Command, "%s: use the image's ENTRYPOINT; put the subcommand in args", where)
 			}
 		}
