@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
@@ -256,4 +257,23 @@ func TestConfig(t *testing.T) {
 	require.NoError(t, s.Start())
 	require.Error(t, s.Start())
 	require.NoError(t, s.Close())
+}
+
+// Close lets a request in flight finish before the server stops.
+func TestCloseWaitsForRequestsInFlight(t *testing.T) {
+	store := httpapitest.New()
+	s, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0"}, store)
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	store.Inject("CreateTask", httpapitest.Fault{Delay: 300 * time.Millisecond})
+	done := make(chan reply, 1)
+	go func() { done <- do(t, "POST", "http://"+s.Addr()+api.PathTasks, []byte(`{"taskId":"t"}`)) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(store.CallsOf("CreateTask")) == 0 {
+		require.True(t, time.Now().Before(deadline), "request never reached the store")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, s.Close())
+	r := <-done
+	require.Equal(t, http.StatusCreated, r.status)
 }
