@@ -77,7 +77,7 @@ func TestHeartbeatKeepsLeaseAlive(t *testing.T) {
 	sid := openSession(t, s, "w1")
 	g, err := s.Acquire(ctx, "a1", "t1", api.AcquireRequest{SessionID: sid, Create: true})
 	require.NoError(t, err)
-	end := time.Now().Add(3 * testTTL)
+	end := time.Now().Add(2 * testTTL)
 	for time.Now().Before(end) {
 		hb, err := s.Heartbeat(ctx, sid, api.HeartbeatRequest{})
 		require.NoError(t, err)

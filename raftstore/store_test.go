@@ -206,7 +206,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestHeartbeatsShareVerifyRounds(t *testing.T) {
 	c := newTestCluster(t, 3)
-	const n = 200
+	const n = 64
 	sids := make([]string, n)
 	for i := range sids {
 		sids[i] = c.openSession(fmt.Sprintf("w%d", i))
