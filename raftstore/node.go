@@ -40,13 +40,15 @@ type Store struct {
 	verify *verifier
 	m      *metrics
 
-	// lead is the state of this node's current term as leader.
-	leadMu sync.Mutex
-	// leadReady is closed once the leader took office (barrier done,
-	// leases extended); replaced on every leadership change.
+	// leadMu guards leadReady and leading: whether this node, as leader,
+	// has taken office (its own entry committed, leases extended).
+	// leadReady is closed when it has, and replaced when it steps down.
+	leadMu    sync.Mutex
 	leadReady chan struct{}
 	leading   bool
 
+	// caughtUp latches once a follower applied up to readyTarget, the
+	// commit index it saw at first leader contact (Ready).
 	caughtUp    atomic.Bool
 	readyTarget atomic.Uint64
 
