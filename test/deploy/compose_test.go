@@ -195,3 +195,75 @@ func TestComposePublishedPortsDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeMonitoring checks that the Prometheus in compose loads
+// rules.yaml where it is mounted and scrapes real services on their API
+// ports, and that Grafana's provisioning finds the dashboard.
+func TestComposeMonitoring(t *testing.T) {
+	c := loadCompose(t)
+	mounts := func(svc string) map[string]string { // target -> source
+		out := map[string]string{}
+		for _, v := range c.Services[svc].Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 {
+				out[parts[1]] = parts[0]
+			}
+		}
+		return out
+	}
+	var prom struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	decodeYAML(t, &prom, "prometheus", "prometheus.yml")
+	pm := mounts("prometheus")
+	require.NotEmpty(t, prom.RuleFiles, "prometheus.yml: rule_files")
+	for _, rf := range prom.RuleFiles {
+		require.Equal(t, "./prometheus/rules.yaml", pm[rf], "prometheus.yml: rule file %s must be deploy/prometheus/rules.yaml mounted there", rf)
+	}
+	targets := 0
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, tg := range st.Targets {
+				targets++
+				s, ok := c.Services[hostOf(tg)]
+				require.True(t, ok, "prometheus.yml job %s: target %s is not a compose service", sc.JobName, tg)
+				l := checkLaunch(t, launch{where: "compose.yaml service " + hostOf(tg), args: s.Command, env: s.Environment})
+				switch cfg := l.cfg.(type) {
+				case *config.Server:
+					require.Equal(t, portOf(cfg.HTTPAddr), portOf(tg), "prometheus.yml: %s scrapes the API port", tg)
+				case *config.Fenced:
+					require.Equal(t, portOf(cfg.Addr), portOf(tg), "prometheus.yml: %s scrapes fenced's port", tg)
+				default:
+					t.Fatalf("prometheus.yml: %s runs %s, whose metrics are not reachable from another container", tg, l.role)
+				}
+			}
+		}
+	}
+	require.NotZero(t, targets, "prometheus.yml: no targets")
+
+	var prov struct {
+		Providers []struct {
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	decodeYAML(t, &prov, "grafana", "provisioning", "dashboards", "fencepost.yaml")
+	require.Len(t, prov.Providers, 1)
+	gm := mounts("grafana")
+	found := false
+	for target, src := range gm {
+		if src == "./grafana/fencepost.json" {
+			found = true
+			require.Equal(t, prov.Providers[0].Options.Path, filepath.Dir(target), "grafana: the dashboard must be mounted in the provider's path")
+		}
+	}
+	require.True(t, found, "grafana: deploy/grafana/fencepost.json is not mounted")
+	require.Equal(t, "./grafana/provisioning", gm["/etc/grafana/provisioning"], "grafana: provisioning directory")
+}
