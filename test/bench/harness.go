@@ -45,9 +45,11 @@ func (h *harness) run() error {
 	h.res.Machine = describeMachine()
 	logf("machine: %d CPUs, %s, %d MiB, load %s", h.res.Machine.CPUs, h.res.Machine.CPUModel, h.res.Machine.MemoryMiB, h.res.Machine.LoadAvg)
 	bin, err := h.prebuilt, error(nil)
+	h.res.Machine.Built = "the prebuilt binary " + bin
 	if bin == "" {
-		bin, err = buildFencepost(h.root, h.dir)
+		bin, h.res.Machine.Built, err = buildFencepost(h.root, h.dir)
 	}
+	logf("fencepost: %s", h.res.Machine.Built)
 	switch {
 	case err != nil:
 		h.skip("fencepost build", err)

@@ -105,6 +105,7 @@ func main() {
 	h := &harness{plan: plan, res: res, root: root, dir: dir, only: parseOnly(*only), prebuilt: *fpBin}
 	runErr := h.run()
 	cleanup()
+	res.Machine.LoadEnd = loadAvg()
 	res.Seconds = time.Since(startTime).Seconds()
 	if runErr != nil {
 		res.Notes = append(res.Notes, "run stopped early: "+runErr.Error())

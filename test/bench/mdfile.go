@@ -27,7 +27,8 @@ func benchmarksMD(res *Results, table string) string {
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPUs (nproc) | %d |\n| CPU model | %s |\n| memory | %d MiB |\n| kernel | %s |\n| Go | %s |\n",
 		m.CPUs, m.CPUModel, m.MemoryMiB, m.Kernel, m.Go)
-	p("| etcd | %s |\n| nginx | %s |\n| squid | %s |\n| load average at start | %s |\n\n", m.Etcd, m.Nginx, m.Squid, m.LoadAvg)
+	p("| etcd | %s |\n| nginx | %s |\n| squid | %s |\n", m.Etcd, m.Nginx, m.Squid)
+	p("| fencepost built from | %s |\n| load average at start / end | %s / %s |\n\n", m.Built, m.LoadAvg, m.LoadEnd)
 	s := res.Settings
 	p("Run size: %d rep(s) of %s per lease-workload point at C = %s; heartbeats with %d sessions × %d leases; ",
 		s.Reps, s.Dur, joinInts(s.Conc), s.Sessions, s.LeasesPer)

@@ -70,15 +70,42 @@ func installPeers() error {
 }
 
 // buildFencepost builds ./cmd/fencepost of the main module (two levels up)
-// into dir and returns the binary's path.
-func buildFencepost(root, dir string) (string, error) {
+// into dir and returns the binary's path and a note on what was built.
+// When the working tree does not build (someone is mid-edit), it builds
+// the last commit instead, from a `git archive` export inside dir.
+func buildFencepost(root, dir string) (string, string, error) {
 	out := filepath.Join(dir, "fencepost")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/fencepost")
 	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/fencepost: %w\n%s", err, b)
+	b, err := cmd.CombinedOutput()
+	if err == nil {
+		return out, "the working tree at " + gitDescribe(root), nil
 	}
-	return out, nil
+	werr := fmt.Errorf("go build ./cmd/fencepost: %w\n%s", err, tailString(string(b), 600))
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", "", werr
+	}
+	export := exec.Command("sh", "-c", "git -C \"$1\" archive HEAD | tar -x -C \"$2\"", "sh", root, src)
+	if b, err := export.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("%v; git archive: %v %s", werr, err, b)
+	}
+	cmd = exec.Command("go", "build", "-o", out, "./cmd/fencepost")
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("%v; HEAD: %v\n%s", werr, err, tailString(string(b), 600))
+	}
+	return out, "the last commit " + gitDescribe(root) + " (the working tree did not build)", nil
+}
+
+// gitDescribe names the checked-out commit, marked when the tree has
+// uncommitted changes.
+func gitDescribe(root string) string {
+	out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "(unknown commit)"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // hasSubcommand reports whether the fencepost binary lists sub in its help.
@@ -105,6 +132,8 @@ type Machine struct {
 	Nginx     string `json:"nginx"`
 	Squid     string `json:"squid"`
 	LoadAvg   string `json:"loadAvgAtStart"`
+	LoadEnd   string `json:"loadAvgAtEnd"`
+	Built     string `json:"fencepostBuiltFrom"`
 	StartedAt string `json:"startedAt"`
 }
 
@@ -120,9 +149,7 @@ func describeMachine() Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
-	}
+	m.LoadAvg = loadAvg()
 	m.Etcd = versionLine(binPath("etcd"), "--version")
 	m.Nginx = versionLine(binPath("nginx"), "-v")
 	m.Squid = versionLine(binPath("squid"), "-v")
@@ -154,6 +181,15 @@ func versionLine(bin, flag string) string {
 	out, _ := exec.Command(bin, flag).CombinedOutput()
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return strings.TrimSpace(line)
+}
+
+// loadAvg returns the three load averages from /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // logf prints a progress line to stderr with the elapsed time.
