@@ -16,10 +16,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		runSidecarHelper()
-		return
-	}
 	code := m.Run()
 	netfault.RemoveBinary()
 	if code == 0 {

@@ -1,14 +1,10 @@
 package fault
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,55 +18,16 @@ import (
 	"github.com/fencepost/fencepost/test/scenario"
 )
 
-// The sidecar child process: the test binary re-executed with helperEnv
-// set runs one sidecar until SIGTERM.
-const (
-	helperEnv     = "FENCEPOST_FAULT_SIDECAR"
-	envEndpoints  = "FENCEPOST_FAULT_ENDPOINTS"
-	envProxyAddr  = "FENCEPOST_FAULT_PROXY"
-	envControl    = "FENCEPOST_FAULT_CONTROL"
-	envClusterTTL = "FENCEPOST_FAULT_TTL"
-)
-
-func runSidecarHelper() {
-	ttl, _ := time.ParseDuration(os.Getenv(envClusterTTL))
-	endpoints := strings.Split(os.Getenv(envEndpoints), ",")
-	cc := scenario.NewClusterClient(endpoints, ttl/4)
-	s, err := proxy.New(proxy.Config{
-		Endpoints: endpoints, WorkerID: os.Getenv(helperEnv),
-		ProxyAddr: os.Getenv(envProxyAddr), ControlAddr: os.Getenv(envControl),
-		ClusterTimeout: ttl / 2, SessionHeartbeat: ttl / 4, UpstreamTimeout: 20 * time.Second,
-	}, cc)
-	if err == nil {
-		err = s.Start(context.Background())
-	}
-	if err != nil {
-		fmt.Println("sidecar helper:", err)
-		os.Exit(1)
-	}
-	fmt.Println("sidecar helper ready: proxy", s.ProxyAddr(), "control", s.ControlAddr())
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	<-ctx.Done()
-	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = s.Shutdown(sctx)
-	fmt.Println("sidecar helper stopped")
-}
-
-// startSidecarProcess runs a sidecar for worker as a child process and
-// returns it with a worker behind it.
+// startSidecarProcess runs `fencepost sidecar` for worker as a child
+// process and returns it with a worker behind it.
 func (e *env) startSidecarProcess(worker string) (*netfault.Process, *scenario.Worker) {
 	e.t.Helper()
 	proxyAddr, control := netfault.FreeAddr(e.t), netfault.FreeAddr(e.t)
 	p, err := netfault.Start(e.t, netfault.ProcConfig{
-		Name: "sidecar-" + worker, Binary: os.Args[0],
-		Env: []string{
-			helperEnv + "=" + worker,
-			envEndpoints + "=" + strings.Join(e.cluster.Endpoints(), ","),
-			envProxyAddr + "=" + proxyAddr, envControl + "=" + control,
-			envClusterTTL + "=" + e.ccfg.TTL.String(),
-		},
+		Name: "sidecar-" + worker,
+		Args: []string{"sidecar", "--cluster", strings.Join(e.cluster.Endpoints(), ","), "--worker-id", worker,
+			"--proxy-addr", proxyAddr, "--control-addr", control, "--timeouts-upstream", "20s",
+			"--log-format", "console", "--log-level", "info"},
 	})
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() {
@@ -136,13 +93,18 @@ func (e *env) waitStatus(c *cluster.Client, task string, epoch uint64, want leas
 	e.logf("cluster", "lease epoch=%d is %s (after %v)", epoch, want, d.Round(time.Millisecond))
 }
 
-// TestSIGSTOPSidecarPastTTL freezes a worker's sidecar process past its
+// TestSIGSTOPSidecarPastTTL freezes a worker's sidecar (a `fencepost
+// sidecar` process) past its
 // TTL, as a GC pause or a stopped VM would, with one of its writes held
 // on the wire. The cluster reclaims the task; a new owner gets a higher
 // epoch (I2); when the sidecar thaws, its very next write is blocked
 // without reaching the downstream (I4); the held write, delivered late,
 // is rejected as stale (I3).
 func TestSIGSTOPSidecarPastTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the fencepost binary; skipped with -short")
+	}
+	netfault.Binary(t) // build before anything is timed
 	e := newEnv(t, scenario.ClusterConfig{TTL: 2 * time.Second, Grace: 500 * time.Millisecond}, 60*time.Second)
 	c := e.client(true)
 	const task = "frozen"
