@@ -104,9 +104,9 @@ work for fsync and the clusters' idle background (raft heartbeats), which domina
 with other work it drifts much less than throughput does, so it is the better figure for "which is cheaper".
 
 1. **acquire + release** — one cycle is what a worker does to take a task and give it back. fencepost:
-   ` + "`POST /v1/tasks/{id}/acquire`" + ` (create) then ` + "`POST .../release`" + ` (given_back), two raft entries.
+   ` + "`POST /v1/tasks/{id}/acquire`" + ` (create) then ` + "`POST .../release`" + ` (given_back): two requests, each committed through raft.
    etcd: lease grant, a txn that creates the task key under that lease only if it does not exist
-   (compare-and-create), then lease revoke — three raft entries, the standard etcd lock recipe. Figure: cycles/s.
+   (compare-and-create), then lease revoke — three requests, each a raft proposal; the standard etcd lock recipe. Figure: cycles/s.
    Bound: raft commit (fsync per batch) at C=1; CPU at C=64.
 2. **heartbeats** — fencepost: S sessions each holding L leases; one heartbeat renews the session and all L
    leases, in the leader's memory after a VerifyLeader round (no raft entry). etcd: one lease per task, S·L leases;
