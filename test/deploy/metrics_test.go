@@ -487,8 +487,13 @@ func checkMetricsExported(t *testing.T, d devStack) {
 				if lm[1] == "le" {
 					continue
 				}
-				_, has := f.labels[lm[1]]
+				values, has := f.labels[lm[1]]
 				require.True(t, has, "%s: %s has no label %q (labels: %v)", where, m[1], lm[1], keysOf(f.labels))
+				// A gauge reports every value each scrape; a counter only
+				// those observed so far, so only a gauge's can be checked.
+				if lm[2] == "=" && f.typ == "gauge" {
+					require.True(t, values[lm[3]], "%s: %s{%s} is never %q (values: %v)", where, m[1], lm[1], lm[3], keysOf(values))
+				}
 			}
 		}
 	}
