@@ -1071,3 +1071,38 @@ func TestErrorCodes(t *testing.T) {
 	require.Equal(t, "unknown", Op(0).String())
 	require.Equal(t, "acquire", OpAcquire.String())
 }
+
+func TestHistoryLimit(t *testing.T) {
+	h := newHarness(t)
+	h.ok(openS("s1"))
+	h.ok(createT("a", 0))
+	first := acquireT("s1", "a")
+	first.RequestID = "rid-first"
+	var epochs []uint64
+	for i := range HistoryLimit + 5 {
+		c := acquireT("s1", "a")
+		if i == 0 {
+			c = first
+		}
+		e := h.ok(c).Lease.Epoch
+		epochs = append(epochs, e)
+		h.ok(releaseT("s1", "a", e, OutcomeGivenBack))
+	}
+	tk := h.task("a")
+	require.Len(t, tk.History, HistoryLimit)
+	var kept []uint64
+	for _, l := range tk.History {
+		kept = append(kept, l.Epoch)
+	}
+	n := len(epochs)
+	require.Equal(t, epochs[n-HistoryLimit-1:n-1], kept, "the newest closed leases are kept, in order")
+	require.Equal(t, epochs[n-1], tk.Lease.Epoch)
+	require.Equal(t, uint64(n), tk.Attempts)
+
+	// A retried acquire whose lease left the history still reports its
+	// first outcome, without a lease to show.
+	res := h.ok(first)
+	require.True(t, res.Duplicate)
+	require.Nil(t, res.Lease)
+	require.Equal(t, epochs[n-1], h.task("a").MaxEpoch, "no new grant")
+}
