@@ -108,9 +108,15 @@ type Server struct {
 	fwd     *fasthttp.Client
 	metrics *httpMetrics
 
-	mu     sync.Mutex
-	ln     net.Listener
-	served chan struct{} // closed when Serve returns
+	// readCtx parents the context of every read (GET, HEAD) and is
+	// cancelled when Close starts: a read, long polls included, can be
+	// abandoned at no cost (the client retries it elsewhere), while a
+	// mutation in flight is left to finish so its client gets an answer.
+	readCtx   context.Context
+	stopReads context.CancelFunc
+	mu        sync.Mutex
+	ln        net.Listener
+	served    chan struct{} // closed when Serve returns
 }
 
 // New builds a Server for store; Start makes it listen.
@@ -123,6 +129,7 @@ func New(cfg Config, store Store) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes()}
+	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	s.metrics = newHTTPMetrics(cfg.Gatherer)
 	s.fwd = newForwardClient(cfg)
 	s.srv = &fasthttp.Server{
@@ -185,6 +192,7 @@ func (s *Server) Close() error {
 	if ln == nil {
 		return nil
 	}
+	s.stopReads()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownWait)
 	defer cancel()
 	err := s.srv.ShutdownWithContext(ctx)
@@ -269,7 +277,11 @@ func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p p
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	parent := context.Background()
+	if rc.IsGet() || rc.IsHead() {
+		parent = s.readCtx
+	}
+	ctx, cancel := context.WithTimeout(parent, s.cfg.RequestTimeout)
 	defer cancel()
 	c := &call{ctx: ctx, rc: rc, rid: rid, p: p, query: q}
 	status, body, err := ep.json(s, c)

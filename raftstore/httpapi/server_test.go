@@ -277,3 +277,26 @@ func TestCloseWaitsForRequestsInFlight(t *testing.T) {
 	r := <-done
 	require.Equal(t, http.StatusCreated, r.status)
 }
+
+// Close abandons reads in flight (long polls included) rather than waiting
+// for them: the client retries a read elsewhere at no cost.
+func TestCloseAbandonsReads(t *testing.T) {
+	store := httpapitest.New()
+	s, err := httpapi.New(httpapi.Config{Addr: "127.0.0.1:0"}, store)
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	store.Inject("Leases", httpapitest.Fault{Delay: 10 * time.Second})
+	done := make(chan reply, 1)
+	go func() { done <- do(t, "GET", "http://"+s.Addr()+api.PathLeases, nil) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(store.CallsOf("Leases")) == 0 {
+		require.True(t, time.Now().Before(deadline), "request never reached the store")
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	require.NoError(t, s.Close())
+	require.Less(t, time.Since(start), 3*time.Second)
+	r := <-done
+	require.Equal(t, http.StatusServiceUnavailable, r.status)
+	require.Equal(t, api.CodeUnavailable, r.problem(t).Code)
+}

@@ -120,7 +120,7 @@ func (s *Store) enter(ctx context.Context, method, rid string, leaderOnly bool) 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: %v", raftstore.ErrTimeout, ctx.Err())
+			return nil, fmt.Errorf("httpapitest: %s: %w", method, ctx.Err())
 		}
 	}
 	if f != nil && f.Err != nil && !f.Applied {
