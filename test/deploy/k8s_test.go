@@ -383,3 +383,49 @@ func checkK8sFenced(t *testing.T, where string, objs []k8sObject, c container, c
 	require.True(t, slices.ContainsFunc(spec.Ports, func(p servicePort) bool { return strconv.Itoa(p.Port) == portOf(cfg.KeysFrom) }),
 		"%s: keys_from port is not a port of %s", where, svc)
 }
+
+// TestK8sRaftPortOnlyFromMembers checks that a NetworkPolicy admits the
+// raft port of the server pods only from server pods, and keeps the API
+// port open.
+func TestK8sRaftPortOnlyFromMembers(t *testing.T) {
+	objs := k8sObjects(t)
+	s := findServerSet(t, objs)
+	labels := s.spec.Template.Metadata.Labels
+	type policy struct {
+		PodSelector labelSelector `yaml:"podSelector"`
+		PolicyTypes []string      `yaml:"policyTypes"`
+		Ingress     []struct {
+			From []struct {
+				PodSelector *labelSelector `yaml:"podSelector"`
+			} `yaml:"from"`
+			Ports []struct {
+				Port int `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
+	}
+	found := false
+	for _, o := range ofKind(objs, "NetworkPolicy") {
+		p := decodeSpec[policy](t, o)
+		if !selects(p.PodSelector.MatchLabels, labels) {
+			continue
+		}
+		found = true
+		require.Contains(t, p.PolicyTypes, "Ingress", "%s", o)
+		apiOpen := false
+		for _, in := range p.Ingress {
+			for _, port := range in.Ports {
+				switch port.Port {
+				case s.raftPort:
+					require.NotEmpty(t, in.From, "%s: raft port %d open to everyone", o, s.raftPort)
+					for _, f := range in.From {
+						require.True(t, f.PodSelector != nil && selects(f.PodSelector.MatchLabels, labels), "%s: raft port admits a peer that is not a server pod", o)
+					}
+				case s.httpPort:
+					apiOpen = apiOpen || len(in.From) == 0
+				}
+			}
+		}
+		require.True(t, apiOpen, "%s: the API port %d must stay reachable by sidecars, fenced and Prometheus", o, s.httpPort)
+	}
+	require.True(t, found, "no NetworkPolicy selects the server pods")
+}
