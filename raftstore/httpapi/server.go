@@ -261,7 +261,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	}
 	if err != nil {
 		p := problemFor(err, string(rc.Path()))
-		if p.Code == "internal" {
+		if p.Code == api.CodeInternal {
 			s.log.Error("request failed", zap.String("rid", rid), zap.String("route", template), zap.Error(err))
 		}
 		writeProblem(rc, p)
