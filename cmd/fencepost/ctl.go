@@ -158,9 +158,10 @@ Commands:
 
 const ctlUsageTail = `
 acquire opens a session and leaves it open, so the lease it prints stays
-valid only for its TTL unless renewed: run 'ctl heartbeat --session S' more
-often than its heartbeat interval, and end it with 'ctl release ID --session
-S --epoch N' (then 'ctl sessions close S').
+valid only for its TTL unless renewed: run 'ctl heartbeat --session S
+--lease ID:N' more often than its heartbeat interval (it exits 4 once that
+lease is lost), and end it with 'ctl release ID --session S --epoch N' (then
+'ctl sessions close S').
 
 Exit codes (for scripts):
   0  ok
@@ -171,7 +172,7 @@ Exit codes (for scripts):
   3  not found: no such task or session
   4  conflict: stale epoch, lease held by another session, task waiting,
      final or not claimable yet, not the holder, task already exists;
-     heartbeat: a lease named in the reply was lost or revoked
+     heartbeat: a lease named with --lease was lost, revoked or parked
 
 Examples:
   fencepost ctl status

@@ -87,7 +87,7 @@ func grantOut(x *ctlCall, g api.Grant) *ctlOut {
 			pre += " --cluster " + x.g.cluster
 		}
 		fmt.Fprintf(w, "\nThe session stays open; the lease lasts %s unless renewed. Next:\n", msDur(g.ValidForMs))
-		fmt.Fprintf(w, "  %s heartbeat --session %s   # more often than every %s\n", pre, g.Lease.SessionID, msDur(g.HeartbeatMs))
+		fmt.Fprintf(w, "  %s heartbeat --session %s --lease %s:%d   # more often than every %s\n", pre, g.Lease.SessionID, g.Task.ID, g.Lease.Epoch, msDur(g.HeartbeatMs))
 		fmt.Fprintf(w, "  %s release %s --session %s --epoch %d --outcome completed\n", pre, g.Task.ID, g.Lease.SessionID, g.Lease.Epoch)
 		fmt.Fprintf(w, "  %s sessions close %s\n", pre, g.Lease.SessionID)
 	}}
@@ -163,11 +163,11 @@ func (h *heldFlag) Set(s string) error {
 var ctlHeartbeat = &ctlCmd{
 	name:     "heartbeat",
 	synopsis: "--session S [--lease TASK:EPOCH]...",
-	summary:  "renew a session and every lease held through it (exit 4 if a lease was lost)",
+	summary:  "renew a session and every lease held through it (exit 4 if a --lease given was lost)",
 	bind: func(fs *flag.FlagSet) ctlAction {
 		sid := fs.String("session", "", "the session to renew (required)")
 		var held heldFlag
-		fs.Var(&held, "lease", "a lease you believe you hold, as TASK:EPOCH, to hear about it even if lost (repeatable)")
+		fs.Var(&held, "lease", "a lease you believe you hold, as TASK:EPOCH (repeatable); the reply then reports it even once lost, and ctl exits 4")
 		return func(x *ctlCall) (*ctlOut, error) {
 			if *sid == "" {
 				return nil, usagef("--session is required")

@@ -173,7 +173,7 @@ func TestCtlScriptedLease(t *testing.T) {
 
 	// The table tells a person how to keep and end the lease.
 	out := ctlOK(t, ep, "acquire", "job", "--worker", "w1", "--create", "--profile", "short", "--priority", "2")
-	require.Contains(t, out, "heartbeat --session s-")
+	require.Regexp(t, `heartbeat --session s-\S+ --lease job:\d+`, out)
 	require.Contains(t, out, "release job --session s-")
 	require.Contains(t, out, "sessions close s-")
 	sid := ctlJSON[lease.Task](t, ep, "tasks", "get", "job").Lease.SessionID
