@@ -221,9 +221,15 @@ type request struct {
 	endpoint string // for modeFixed
 }
 
+// headerLeader is httpapi.HeaderLeader: a follower that relayed the answer
+// names the leader in it.
+const headerLeader = "X-Fencepost-Leader"
+
 // attemptResult is one attempt's outcome.
 type attemptResult struct {
-	err error
+	// leader is the leader's base URL when a follower relayed the answer.
+	leader string
+	err    error
 	// dialFailed: the request was never sent.
 	dialFailed bool
 	// retry: the failure allows another attempt.
@@ -291,18 +297,22 @@ func (c *Client) attempt(ctx context.Context, base string, r request, rid string
 	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
 		return transportResult(base, r, err)
 	}
+	var leader string
+	if v := resp.Header.Peek(headerLeader); len(v) > 0 {
+		leader, _ = normalizeEndpoint(string(v))
+	}
 	status := resp.StatusCode()
 	if status >= 200 && status < 300 {
 		if r.out == nil || len(resp.Body()) == 0 {
-			return attemptResult{}
+			return attemptResult{leader: leader}
 		}
 		if err := json.Unmarshal(resp.Body(), r.out); err != nil {
 			return attemptResult{err: fmt.Errorf("%w: %s %s from %s: %v", ErrBadResponse, r.method, r.path, base, err)}
 		}
-		return attemptResult{}
+		return attemptResult{leader: leader}
 	}
 	e := &Error{Status: status, Endpoint: base, Problem: decodeProblem(status, resp)}
-	return attemptResult{err: e, retry: e.retryable(), unknown: e.Is(ErrTimeout)}
+	return attemptResult{err: e, retry: e.retryable(), unknown: e.Is(ErrTimeout), leader: leader}
 }
 
 // decodeProblem reads a problem body, or synthesizes one when the answer

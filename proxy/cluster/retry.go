@@ -29,7 +29,8 @@ import (
 //     attempt, its error matches ErrTimeout, never only ErrUnavailable.
 //   - HeartbeatOnce is retried only on dial failures; health probes never.
 //
-// Attempts go round the endpoints starting from the last one that answered;
+// Attempts go round the endpoints starting from the last one that answered
+// (or the leader it named, when that is a configured endpoint);
 // after each full round without success the client sleeps a jittered,
 // doubling backoff. It stops when the context ends (CallTimeout when the
 // context has no deadline) or after Config.Retries extra attempts.
@@ -76,8 +77,9 @@ func (c *Client) retryLoop(ctx context.Context, r request, rid string, body []by
 		if res.err == nil || !res.retry {
 			var e *Error
 			if res.err == nil || errors.As(res.err, &e) {
-				// This member answered: start there next time.
-				c.current.Store(int32(idx))
+				// This member answered: start there next time, or at the
+				// leader it forwarded to when that is one of ours.
+				c.current.Store(int32(c.endpointIndex(res.leader, idx)))
 			}
 			return res.err
 		}
@@ -102,6 +104,21 @@ func (c *Client) retryLoop(ctx context.Context, r request, rid string, body []by
 			return giveUp(r, attempts, last, unknown, err)
 		}
 	}
+}
+
+// endpointIndex returns the index of the endpoint with base URL base, or
+// fallback when base is empty or not configured: the client only ever
+// talks to the members it was given.
+func (c *Client) endpointIndex(base string, fallback int) int {
+	if base == "" {
+		return fallback
+	}
+	for i, ep := range c.endpoints {
+		if ep == base {
+			return i
+		}
+	}
+	return fallback
 }
 
 // giveUp builds the error of a call that ran out of attempts or time. When

@@ -19,6 +19,12 @@ import (
 // so stale leader views cannot bounce a request around the cluster.
 const HeaderForwardedBy = "X-Fencepost-Forwarded-By"
 
+// HeaderLeader, on a response a follower relayed, names the leader's HTTP
+// address, so a client that knows the leader as one of its endpoints can go
+// there directly next time and save the hop. proxy/cluster declares the
+// same name (it may not import this package); a test keeps them equal.
+const HeaderLeader = "X-Fencepost-Leader"
+
 // relayedHeaders are the response headers a forward copies back, besides
 // the body: everything a client of this API looks at.
 var relayedHeaders = []string{"Content-Type", "Retry-After", "Allow", api.HeaderRequestID}
@@ -105,6 +111,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
 		}
 	}
 	rc.SetBody(resp.Body()) // copies: resp goes back to the pool
+	rc.Response.Header.Set(HeaderLeader, leader)
 	return nil
 }
 
