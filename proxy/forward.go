@@ -400,17 +400,23 @@ func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *de
 }
 
 func (s *Sidecar) upstreamFailed(ctx *fasthttp.RequestCtx, d *decision, err error) {
-	s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+	if errors.Is(err, errLeaseCut) {
+		s.metrics.requests.WithLabelValues(decisionBlocked).Inc()
+		s.metrics.writesBlocked.WithLabelValues(string(reasonExpired)).Inc()
+	} else {
+		s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+	}
 	if ce := s.log.Check(zap.InfoLevel, "upstream failed"); ce != nil {
 		ce.Write(zap.String("host", d.tgt.hostPort), zap.Bool("write", d.write), zap.Error(err))
 	}
 	var netErr net.Error
 	switch {
+	case errors.Is(err, errLeaseCut):
+		writeProblem(ctx, fasthttp.StatusConflict, CodeLeaseExpired, "lease expired: write blocked",
+			"the lease stopped being current before the write was sent; the upstream received no complete request", d.lease.Epoch)
 	case d.write && d.lease.gen != nil && d.lease.gen.isCut():
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeLeaseLostMid, "lease lost while the write was in flight",
 			"the upstream connection was closed when the lease stopped being current; the outcome is unknown, retry with the same Idempotency-Key under a new lease", d.lease.Epoch)
-	case errors.Is(err, errLeaseCut):
-		writeProblem(ctx, fasthttp.StatusConflict, CodeLeaseExpired, "lease expired: write blocked", "the lease ended before the write could be sent", d.lease.Epoch)
 	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &netErr) && netErr.Timeout():
 		writeProblem(ctx, fasthttp.StatusGatewayTimeout, CodeUpstreamTimeout, "upstream timed out",
 			fmt.Sprintf("%s made no progress for %v", d.tgt.hostPort, s.cfg.UpstreamTimeout), 0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
@@ -219,4 +220,27 @@ func TestWorkerKeyPassesOnUnleasedRead(t *testing.T) {
 	resp, _ := doReq(t, proxyClient(t, s, ""), "GET", "http://"+up.addr()+"/r", "", map[string][]string{"Idempotency-Key": {"k-1"}})
 	require.Equal(t, 200, resp.StatusCode)
 	require.Equal(t, []string{"k-1"}, up.requests()[0].values("Idempotency-Key"))
+}
+
+func TestNoByteLeavesAfterDeadline(t *testing.T) {
+	// The deadline passes between the last lease check and the send (a
+	// descheduled goroutine): the write connection refuses the bytes.
+	fc := newFakeCluster()
+	fc.validFor = 2 * time.Second
+	clk := newFakeClock()
+	up := startUpstream(t, nil)
+	cfg := baseConfig(t)
+	cfg.Clock = clk
+	s := startSidecar(t, fc, cfg)
+	mustAcquire(t, s, "t")
+	ctx := newTestCtx("POST", "http://"+up.addr()+"/w", "body")
+	d, e := s.decide(ctx)
+	require.Nil(t, e)
+	req := fasthttp.AcquireRequest()
+	require.Nil(t, s.buildRequest(ctx, req, &d))
+	clk.Advance(2 * time.Second)
+	s.forward(ctx, req, &d)
+	require.Equal(t, 409, ctx.Response.StatusCode(), string(ctx.Response.Body()))
+	require.Equal(t, api.ProblemTypeBase+CodeLeaseExpired, problemOf(t, string(ctx.Response.Body())).Type)
+	require.Empty(t, up.requests())
 }

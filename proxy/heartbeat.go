@@ -64,7 +64,7 @@ func (s *Sidecar) runHeartbeat(ctx context.Context) {
 			if wait <= 0 {
 				break
 			}
-			if woke := s.sleep(ctx, wait, s.wakeHB); !woke {
+			if woke := s.sleep(ctx, wait, s.wakeHB); !woke || s.hbNow.Swap(false) {
 				break
 			}
 		}

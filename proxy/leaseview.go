@@ -60,10 +60,28 @@ func margin(validFor time.Duration, drift float64, floor time.Duration) time.Dur
 // upstream connections carrying writes, CONNECT tunnels) registers here;
 // cut closes it all at once. A revived lease gets a fresh generation.
 type generation struct {
-	mu      sync.Mutex
-	cut     bool
-	closers map[io.Closer]bool // value: is a tunnel
-	client  *fasthttp.Client   // write client whose conns register here
+	mu       sync.Mutex
+	cut      bool
+	deadline time.Time          // the lease's local deadline, kept in step with renewals
+	closers  map[io.Closer]bool // value: is a tunnel
+	client   *fasthttp.Client   // write client whose conns register here
+}
+
+func (g *generation) setDeadline(d time.Time) {
+	g.mu.Lock()
+	g.deadline = d
+	g.mu.Unlock()
+}
+
+// open reports whether a write may still leave under this generation at
+// now: not cut and before the deadline. Upstream connections of writes
+// check it before every write to the socket, so not one byte of a write
+// leaves at or after the local deadline, whatever the scheduler did
+// between the lease check and the send.
+func (g *generation) open(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.cut && now.Before(g.deadline)
 }
 
 func newGeneration() *generation { return &generation{closers: make(map[io.Closer]bool)} }
@@ -215,6 +233,9 @@ func (t *leaseTable) grant(g api.Grant, sent, now time.Time) leaseSnap {
 	if current && l.gen == nil {
 		l.gen = newGeneration()
 	}
+	if l.gen != nil {
+		l.gen.setDeadline(l.deadline)
+	}
 	t.held[l.taskID] = l
 	delete(t.gone, l.taskID)
 	t.mu.Unlock()
@@ -320,7 +341,11 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (ev EventKind
 	l.blocked = ""
 	if wasBlocked && now.Before(l.deadline) {
 		l.gen = newGeneration()
+		l.gen.setDeadline(l.deadline)
 		return EventRevived, nil, l.epoch
+	}
+	if l.gen != nil {
+		l.gen.setDeadline(l.deadline)
 	}
 	return "", nil, l.epoch
 }

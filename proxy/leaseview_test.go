@@ -146,3 +146,7 @@ func TestRegrantOfSameEpochKeepsGeneration(t *testing.T) {
 	require.NotSame(t, a.gen, c.gen)
 	require.True(t, a.gen.isCut(), "a newer epoch cuts the old one's connections")
 }
+
+func leaseState(task string, epoch uint64, validMs int64) api.LeaseState {
+	return api.LeaseState{TaskID: task, Epoch: epoch, Status: lease.StatusActive, ValidForMs: validMs}
+}

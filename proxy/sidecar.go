@@ -50,10 +50,12 @@ type Sidecar struct {
 	sessMu sync.RWMutex
 	sid    string
 
-	wakeHB   chan struct{} // lease set changed: recompute the heartbeat schedule
-	wakeDog  chan struct{} // lease set changed: recompute the watchdog timer
-	inflight atomic.Int64  // proxy requests and response relays in progress
-	draining atomic.Bool
+	wakeHB    chan struct{} // lease set changed: recompute the heartbeat schedule
+	hbNow     atomic.Bool   // with wakeHB: send a heartbeat now (a watch saw a change)
+	wakeWatch chan struct{} // lease set changed: start or stop watching
+	wakeDog   chan struct{} // lease set changed: recompute the watchdog timer
+	inflight  atomic.Int64  // proxy requests and response relays in progress
+	draining  atomic.Bool
 }
 
 // New checks cfg, applies its defaults and builds a sidecar that talks to
@@ -76,17 +78,18 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		c, owned = cc, cc
 	}
 	s := &Sidecar{
-		cfg:     cfg,
-		cluster: c,
-		owned:   owned,
-		log:     cfg.Logger.Named("sidecar"),
-		clock:   cfg.Clock,
-		leases:  newLeaseTable(cfg.Drift, cfg.MarginFloor),
-		events:  newBroker(),
-		rules:   normalizeRules(cfg.WriteRules),
-		allow:   make(map[string]bool),
-		wakeHB:  make(chan struct{}, 1),
-		wakeDog: make(chan struct{}, 1),
+		cfg:       cfg,
+		cluster:   c,
+		owned:     owned,
+		log:       cfg.Logger.Named("sidecar"),
+		clock:     cfg.Clock,
+		leases:    newLeaseTable(cfg.Drift, cfg.MarginFloor),
+		events:    newBroker(),
+		rules:     normalizeRules(cfg.WriteRules),
+		allow:     make(map[string]bool),
+		wakeHB:    make(chan struct{}, 1),
+		wakeWatch: make(chan struct{}, 1),
+		wakeDog:   make(chan struct{}, 1),
 	}
 	if len(cfg.Journal) > 0 {
 		j, ok := c.(Journal)
@@ -168,6 +171,9 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	s.cancel = cancel
 	s.goLoop(func() { s.runHeartbeat(bg) })
 	s.goLoop(func() { s.runWatchdog(bg) })
+	if w, ok := s.cluster.(sessionWatcher); ok {
+		s.goLoop(func() { s.runWatch(bg, w) })
+	}
 	if s.cfg.Task != "" {
 		s.goLoop(func() { s.runOneTask(bg) })
 	}
@@ -350,7 +356,7 @@ func (s *Sidecar) dropLease(taskID string, epoch uint64, r reason, kind EventKin
 // poke wakes the heartbeat loop and the watchdog after the lease set
 // changed.
 func (s *Sidecar) poke() {
-	for _, ch := range []chan struct{}{s.wakeHB, s.wakeDog} {
+	for _, ch := range []chan struct{}{s.wakeHB, s.wakeDog, s.wakeWatch} {
 		select {
 		case ch <- struct{}{}:
 		default:

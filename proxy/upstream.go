@@ -87,14 +87,15 @@ func (u *upstream) close() {
 // upstream fails, a slow stream that keeps sending does not.
 func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
 	return func(addr string) (net.Conn, error) {
-		if g != nil && g.isCut() {
+		checkWrites := g != nil && g != u.sharedGen
+		if g != nil && (g.isCut() || checkWrites && !g.open(u.cfg.Clock.Now())) {
 			return nil, errLeaseCut
 		}
 		c, err := net.DialTimeout("tcp", addr, u.cfg.DialTimeout)
 		if err != nil {
 			return nil, err
 		}
-		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, gen: g}
+		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, gen: g, clock: u.cfg.Clock, checkWrites: checkWrites}
 		if g != nil && !g.track(tc, false) {
 			_ = c.Close()
 			return nil, errLeaseCut
@@ -106,9 +107,11 @@ func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
 // timedConn is an upstream connection with per-operation deadlines.
 type timedConn struct {
 	net.Conn
-	timeout time.Duration
-	gen     *generation
-	once    sync.Once
+	timeout     time.Duration
+	gen         *generation
+	clock       Clock
+	checkWrites bool // a write connection: every socket write needs the lease open
+	once        sync.Once
 }
 
 func (c *timedConn) Read(p []byte) (int, error) {
@@ -119,6 +122,9 @@ func (c *timedConn) Read(p []byte) (int, error) {
 }
 
 func (c *timedConn) Write(p []byte) (int, error) {
+	if c.checkWrites && !c.gen.open(c.clock.Now()) {
+		return 0, errLeaseCut
+	}
 	if c.timeout > 0 {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	}
