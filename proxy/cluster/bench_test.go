@@ -129,3 +129,22 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	})
 	reportOps(b, start)
 }
+
+// BenchmarkHeartbeatViaFollower measures the forward hop: the client knows
+// only a follower of a 3-node cluster, which relays every heartbeat.
+func BenchmarkHeartbeatViaFollower(b *testing.B) {
+	cl := httpapitest.StartCluster(b, 3, zapcore.ErrorLevel)
+	c, err := cluster.New(cluster.Config{Endpoints: []string{cl.Nodes[cl.Follower()].HTTP.Addr()}})
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	sid := heartbeatSession(b, c, 0)
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		if _, err := c.HeartbeatOnce(ctx, sid, api.HeartbeatRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportOps(b, start)
+}
