@@ -11,9 +11,11 @@
 // the send time of the last successful renewal (or of the acquire) on
 // Go's monotonic clock plus the validity the cluster granted, minus a
 // safety margin for clock-rate drift. The deadline is compared with the
-// clock on every request, so a stuck heartbeat loop cannot keep a lease
-// alive; a timer additionally cuts in-flight writes and CONNECT tunnels
-// at that instant.
+// clock on every request, again right before the send, and by the write's
+// upstream connection before every socket write, so a stuck heartbeat
+// loop (or a descheduled goroutine) cannot let a byte of a write out at
+// or after it; a timer additionally cuts in-flight writes and CONNECT
+// tunnels at that instant.
 //
 // Idempotency-Key: a worker-supplied key passes unchanged; else, with an
 // X-Fencing-Action-Id header, "fp1-" + the first 32 hex digits of
