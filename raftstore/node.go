@@ -306,13 +306,16 @@ func (s *Store) takeOffice(ctx context.Context) error {
 // stepDown drops the leader's in-memory state (the lessor's Demote).
 func (s *Store) stepDown() {
 	s.leadMu.Lock()
-	if s.leading {
+	was := s.leading
+	if was {
 		s.leading = false
 		s.leadReady = make(chan struct{})
 	}
 	s.leadMu.Unlock()
 	s.lessor.demote()
-	s.log.Info("leader stepped down")
+	if was {
+		s.log.Info("leader stepped down")
+	}
 }
 
 // waitOffice waits until this node is a leader in office. A follower gets
