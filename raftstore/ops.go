@@ -150,7 +150,9 @@ func (s *Store) Claim(ctx context.Context, rid string, req api.ClaimRequest) (ap
 func (s *Store) grant(ctx context.Context, rid string, cmd *lease.Command) (api.Grant, error) {
 	res, err := s.run(ctx, rid, cmd)
 	if err != nil {
-		if errors.Is(err, lease.ErrLeaseHeld) {
+		// Two sidecars claiming one task: count it unless the "other"
+		// holder is the same session (its own suspect lease).
+		if errors.Is(err, lease.ErrLeaseHeld) && (res.Task == nil || res.Task.Lease == nil || res.Task.Lease.SessionID != cmd.SessionID) {
 			s.m.alarms.WithLabelValues("acquire_held").Inc()
 		}
 		return api.Grant{}, err
