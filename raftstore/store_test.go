@@ -67,6 +67,7 @@ func TestSingleNodeLifecycle(t *testing.T) {
 	other := openSession(t, s, "w2")
 	_, err = s.Acquire(ctx, "a2", "t1", api.AcquireRequest{SessionID: other})
 	require.ErrorIs(t, err, lease.ErrLeaseHeld)
+	require.Equal(t, 1.0, metricValue(t, s.m.alarms.WithLabelValues("acquire_held")), "two sessions on one task raise the alarm")
 
 	tk, err := s.Checkpoint(ctx, "cp1", "t1", api.CheckpointRequest{SessionID: sid, Epoch: g.Lease.Epoch, Step: "one", Data: []byte("state")})
 	require.NoError(t, err)
