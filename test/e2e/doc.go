@@ -3,5 +3,6 @@
 // from package proxy, and a recording upstream. It checks the one claim
 // everything else rests on: a write under a current lease arrives
 // stamped, and once the lease is revoked the next write is refused by the
-// sidecar and never reaches the upstream.
+// sidecar and never reaches the upstream, while a new owner's sidecar
+// writes with a higher epoch.
 package e2e

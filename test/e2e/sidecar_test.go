@@ -115,6 +115,40 @@ func TestSidecarAgainstRealCluster(t *testing.T) {
 	require.Equal(t, 409, code, body)
 	require.Contains(t, body, api.ProblemTypeBase+proxy.CodeLeaseRevoked)
 	require.Len(t, rec.seen(), 1)
+
+	// Reads still pass (the default policy), unstamped.
+	resp, err := client.Get("http://" + ln.Addr().String() + "/status")
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, []string{fence.FormatEpoch(epoch), ""}, rec.seen())
+
+	// A new owner's sidecar gets the task with a higher epoch and its
+	// writes arrive stamped with it; the old sidecar stays blocked.
+	sc2, err := proxy.New(proxy.Config{
+		WorkerID: "worker-e2e-2", ProxyAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0",
+		Task: "e2e-task", Profile: scenario.ProfileName, Endpoints: cl.Endpoints(),
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Registerer: prometheus.NewRegistry(),
+		DrainTimeout: time.Second,
+	}, nil)
+	require.NoError(t, err)
+	require.NoError(t, sc2.Start(ctx))
+	defer func() { require.NoError(t, sc2.Shutdown(context.Background())) }()
+	waitFor(t, func() bool { return len(sc2.Leases()) == 1 && sc2.Leases()[0].Current }, "the new owner holds the lease")
+	epoch2 := sc2.Leases()[0].Epoch
+	require.Greater(t, epoch2, epoch)
+	tr2 := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: sc2.ProxyAddr()})}
+	defer tr2.CloseIdleConnections()
+	resp, err = (&http.Client{Transport: tr2, Timeout: 5 * time.Second}).Post("http://"+ln.Addr().String()+"/charge", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, []string{fence.FormatEpoch(epoch), "", fence.FormatEpoch(epoch2)}, rec.seen())
+	code, _ = post()
+	require.Equal(t, 409, code)
+	require.Len(t, rec.seen(), 3)
 }
 
 func waitEvent(t *testing.T, ch <-chan proxy.Event, kind proxy.EventKind) {
