@@ -34,5 +34,9 @@
 // and Prometheus metrics.
 //
 // The sidecar reaches the cluster only through the Cluster interface,
-// which *cluster.Client (package proxy/cluster) satisfies.
+// which *cluster.Client (package proxy/cluster) satisfies. When the client
+// can also long-poll the session (WatchSession), a change to the session's
+// leases makes the heartbeat loop send a heartbeat at once, so a
+// revocation blocks writes within a round trip rather than an interval;
+// safety never depends on it.
 package proxy
