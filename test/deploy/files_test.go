@@ -212,3 +212,108 @@ func ignored(pattern, file string) bool {
 	}
 	return false
 }
+
+// shellWords splits a shell command line on blanks, honouring single and
+// double quotes (no escapes or expansions beyond that: the Dockerfile's
+// build line needs no more).
+func shellWords(s string) []string {
+	var out []string
+	var cur strings.Builder
+	in, quote := false, rune(0)
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// TestDockerfileBuildLine runs the Dockerfile's own `go build` line on this
+// machine (for the host platform, into a temporary directory, without
+// -trimpath) and checks the
+// binary reports the version passed in VERSION: the flags work and
+// -X main.version reaches the version command.
+func TestDockerfileBuildLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	var line string
+	for _, run := range parseDockerfile(t).all("RUN") {
+		if strings.Contains(run, "go build") {
+			line = run
+		}
+	}
+	require.NotEmpty(t, line, "Dockerfile: no RUN with go build")
+	words := shellWords(line)
+	var env []string
+	var argv []string
+	for i, w := range words {
+		if w == "go" && i+1 < len(words) && words[i+1] == "build" {
+			argv = words[i:]
+			break
+		}
+		if strings.HasPrefix(w, "--mount=") {
+			continue
+		}
+		if k, _, ok := strings.Cut(w, "="); ok && regexp.MustCompile(`^[A-Z_]+$`).MatchString(k) {
+			env = append(env, w)
+		}
+	}
+	require.NotEmpty(t, argv, "Dockerfile: cannot find `go build` in %q", line)
+	require.Contains(t, env, "CGO_ENABLED=0")
+
+	const version = "deploy-test-1.2.3"
+	bin := filepath.Join(t.TempDir(), "fencepost")
+	vars := map[string]string{"VERSION": version, "TARGETOS": "", "TARGETARCH": ""}
+	sub := func(s string) string {
+		return regexp.MustCompile(`\$\{?([A-Z_]+)\}?`).ReplaceAllStringFunc(s, func(m string) string {
+			name := strings.Trim(m, "${}")
+			if v, ok := vars[name]; ok {
+				return v
+			}
+			return m
+		})
+	}
+	// -trimpath changes every package's build cache key, which makes this
+	// a cold build of all dependencies (minutes on a loaded CI machine);
+	// without it the compile is shared with the suite's other builds and
+	// only the link, where -ldflags act, is new. TestDockerfile checks that
+	// -trimpath is there.
+	argv = slices.DeleteFunc(argv, func(w string) bool { return w == "-trimpath" })
+	for i := range argv {
+		argv[i] = sub(argv[i])
+		if i > 0 && argv[i-1] == "-o" {
+			argv[i] = bin
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = root(t)
+	cmd.Env = os.Environ()
+	for _, e := range env {
+		if e = sub(e); !strings.HasSuffix(e, "=") { // GOOS=$TARGETOS: keep the host's
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s:\n%s", strings.Join(argv, " "), out)
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "fencepost "+version, "the Dockerfile's -X main.version does not reach `fencepost version`")
+}
