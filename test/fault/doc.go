@@ -8,11 +8,16 @@
 // history across a leader kill is checked for linearizability with
 // porcupine.
 //
-// A leader partition is not played here: raft's TCP transport dials the
-// addresses in the replicated configuration from an unbound source, so a
-// relay in front of one node's raft port cannot separate it from one
-// peer and not the other. raftstore's own TestPartitionedLeaderCannotRenew
-// covers that fault with a wrapped transport.
+// A network partition of the leader is not played with relays: raft's TCP
+// transport dials the addresses in the replicated configuration from an
+// unbound source, so a relay in front of one node's raft port cannot
+// separate it from one peer and not the other. The nearest fault played
+// here is a SIGSTOPped leader process (cut off from everyone, then back
+// with a stale view); raftstore's own TestPartitionedLeaderCannotRenew
+// covers the true partition with a wrapped transport.
+//
+// Tests that start `fencepost` processes build the binary once per run
+// (go build) and are skipped with -short.
 //
 // The package has no API; everything is in its tests.
 package fault
