@@ -19,6 +19,7 @@ const HeaderRequestID = "X-Request-Id"
 const (
 	PathSessions      = "/v1/sessions"                         // POST open
 	PathSession       = "/v1/sessions/{sid}"                   // DELETE close
+	PathWatch         = "/v1/sessions/{sid}/watch"             // GET long-poll for lease changes
 	PathHeartbeat     = "/v1/sessions/{sid}/heartbeat"         // POST
 	PathTasks         = "/v1/tasks"                            // POST create, GET list
 	PathTask          = "/v1/tasks/{id}"                       // GET, DELETE (final tasks only)
@@ -98,6 +99,23 @@ type LeaseState struct {
 type HeartbeatResponse struct {
 	ValidForMs int64        `json:"validForMs"`
 	Leases     []LeaseState `json:"leases"`
+}
+
+// Query parameters of GET PathWatch.
+const (
+	QueryWatchSince   = "since"     // the version the caller has seen (0 at start)
+	QueryWatchTimeout = "timeoutMs" // how long to wait for a newer one (capped by the server)
+)
+
+// WatchResponse answers a watch: Version counts the changes applied to the
+// session's leases on the answering node (revoked, cancelled, suspect,
+// expired, released, ...). It is a nudge, not the news: a sidecar that sees
+// the version move sends a heartbeat at once and acts on its reply, so a
+// revocation reaches the sidecar in one round trip instead of up to one
+// heartbeat interval. Versions are per node; a caller that switches node
+// starts again from 0.
+type WatchResponse struct {
+	Version uint64 `json:"version"`
 }
 
 // CreateTaskRequest creates a pending task. Profile picks TTL and heartbeat

@@ -219,6 +219,8 @@ type request struct {
 	out      any    // decoded from a 2xx JSON answer when not nil
 	mode     mode
 	endpoint string // for modeFixed
+	// wait lengthens the attempt timeout by a long-poll's server-side wait.
+	wait time.Duration
 }
 
 // headerLeader is httpapi.HeaderLeader: a follower that relayed the answer
@@ -269,7 +271,7 @@ func (c *Client) do(ctx context.Context, r request) error {
 
 // attempt sends the request once to the endpoint with base URL base.
 func (c *Client) attempt(ctx context.Context, base string, r request, rid string, body []byte) attemptResult {
-	deadline := time.Now().Add(c.cfg.Timeout)
+	deadline := time.Now().Add(c.cfg.Timeout + r.wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

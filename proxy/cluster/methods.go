@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
@@ -221,4 +222,19 @@ func (c *Client) Ready(ctx context.Context, endpoint string) error {
 // Health asks one member whether its process is alive. One attempt.
 func (c *Client) Health(ctx context.Context, endpoint string) error {
 	return c.do(ctx, request{method: http.MethodGet, path: api.PathHealth, mode: modeFixed, endpoint: endpoint})
+}
+
+// WatchSession long-polls the answering member for a change to the leases
+// of session sessionID after version since, waiting up to wait on the
+// server (which caps it, see raftstore.MaxWatchWait). It is one attempt,
+// like HeartbeatOnce. The version is only a nudge: on a change the caller
+// heartbeats at once and acts on that reply.
+func (c *Client) WatchSession(ctx context.Context, sessionID string, since uint64, wait time.Duration) (uint64, error) {
+	var out api.WatchResponse
+	q := url.Values{}
+	q.Set(api.QueryWatchSince, strconv.FormatUint(since, 10))
+	q.Set(api.QueryWatchTimeout, strconv.FormatInt(wait.Milliseconds(), 10))
+	err := c.do(ctx, request{method: http.MethodGet, path: expand(api.PathWatch, "{sid}", sessionID) + "?" + q.Encode(),
+		out: &out, mode: modeOnce, wait: wait})
+	return out.Version, err
 }

@@ -50,6 +50,8 @@ func buildRoutes() []*route {
 		{api.PathSessions, fasthttp.MethodPost, endpoint{json: (*Server).openSession}},
 		{api.PathSession, fasthttp.MethodDelete, endpoint{json: (*Server).closeSession}},
 		{api.PathHeartbeat, fasthttp.MethodPost, endpoint{json: (*Server).heartbeat}},
+		{api.PathWatch, fasthttp.MethodGet, endpoint{json: (*Server).watch,
+			query: []string{api.QueryWatchSince, api.QueryWatchTimeout}}},
 		{api.PathTasks, fasthttp.MethodPost, endpoint{json: (*Server).createTask}},
 		{api.PathTasks, fasthttp.MethodGet, endpoint{json: (*Server).listTasks,
 			query: []string{api.QueryStale, "state", "status", "after", "limit"}}},
