@@ -256,12 +256,14 @@ func (s *Sidecar) wait(ctx *fasthttp.RequestCtx, req WaitRequest) {
 		s.controlError(ctx, task, 0, err)
 		return
 	}
+	s.holdLease(task, epoch, reasonWaiting)
 	cctx, cancel := s.callCtx()
 	defer cancel()
 	t, err := s.cluster.Wait(cctx, task, api.WaitRequest{
 		SessionID: s.sessionID(), Epoch: epoch, TimeoutMs: req.TimeoutMs, Reason: req.Reason,
 	})
 	if err != nil {
+		s.leases.unhold(task, epoch, s.clock.Now())
 		s.controlError(ctx, task, epoch, err)
 		return
 	}
@@ -277,17 +279,27 @@ func (s *Sidecar) release(ctx *fasthttp.RequestCtx, req ReleaseRequest, out leas
 	}
 	// Block writes before the release commits: after it nobody may write
 	// under this epoch, and a write racing the release must not slip out.
+	s.holdLease(task, epoch, reasonReleased)
 	cctx, cancel := s.callCtx()
 	defer cancel()
 	t, err := s.cluster.Release(cctx, task, api.ReleaseRequest{
 		SessionID: s.sessionID(), Epoch: epoch, Outcome: out, Result: req.Result, Reason: req.Reason,
 	})
 	if err != nil {
+		s.leases.unhold(task, epoch, s.clock.Now())
 		s.controlError(ctx, task, epoch, err)
 		return
 	}
 	s.dropLease(task, epoch, reasonReleased, EventReleased, string(out))
 	writeJSON(ctx, t)
+}
+
+// holdLease blocks a lease's writes and cuts what is in flight while the
+// worker ends it.
+func (s *Sidecar) holdLease(task string, epoch uint64, r reason) {
+	if g, ok := s.leases.hold(task, epoch, r); ok {
+		s.cut(g)
+	}
 }
 
 // clusterConflicts are model errors that answer 409: the call conflicts

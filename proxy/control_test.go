@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -132,4 +133,27 @@ func TestEventsStream(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"acquired", "revoked"}, kinds)
+}
+
+func TestFailedReleaseKeepsLeaseCurrent(t *testing.T) {
+	fc := newFakeCluster()
+	up := startUpstream(t, nil)
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	fc.mu.Lock()
+	fc.relErr = errors.New("cluster unavailable")
+	fc.mu.Unlock()
+	code, body := ctl(t, s, "POST", PathComplete, `{}`)
+	require.Equal(t, 502, code, body)
+	c := proxyClient(t, s, "")
+	resp, _ := doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
+	require.Equal(t, 200, resp.StatusCode, "the lease is current again after the failed release")
+	fc.mu.Lock()
+	fc.relErr = nil
+	fc.mu.Unlock()
+	code, body = ctl(t, s, "POST", PathComplete, `{}`)
+	require.Equal(t, 200, code, body)
+	resp, _ = doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
+	require.Equal(t, 409, resp.StatusCode)
+	require.Len(t, up.requests(), 1)
 }

@@ -141,6 +141,7 @@ type fakeCluster struct {
 	inFlight  int
 	maxFlight int
 	releases  []api.ReleaseRequest
+	relErr    error // when set, Release fails with it
 	closed    []string
 }
 
@@ -286,6 +287,9 @@ func (f *fakeCluster) Wait(_ context.Context, taskID string, req api.WaitRequest
 func (f *fakeCluster) Release(_ context.Context, taskID string, req api.ReleaseRequest) (*lease.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.relErr != nil {
+		return nil, f.relErr
+	}
 	if err := f.current(taskID, req.SessionID, req.Epoch); err != nil {
 		return nil, err
 	}

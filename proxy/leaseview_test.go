@@ -150,3 +150,24 @@ func TestRegrantOfSameEpochKeepsGeneration(t *testing.T) {
 func leaseState(task string, epoch uint64, validMs int64) api.LeaseState {
 	return api.LeaseState{TaskID: task, Epoch: epoch, Status: lease.StatusActive, ValidForMs: validMs}
 }
+
+func TestHoldBlocksWritesWhileReleasing(t *testing.T) {
+	now := time.Now()
+	lt := newLeaseTable(0.01, 0)
+	snap := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
+	g, ok := lt.hold("t", 5, reasonReleased)
+	require.True(t, ok)
+	require.Same(t, snap.gen, g)
+	_, why := lt.current("t", now)
+	require.Equal(t, reasonReleased, why)
+	// A heartbeat reply meanwhile does not unblock it.
+	kind, _, _ := lt.renew(leaseState("t", 5, 10000), now, now)
+	require.Empty(t, kind)
+	_, why = lt.current("t", now)
+	require.Equal(t, reasonReleased, why)
+	// The release failed: current again, with a fresh generation.
+	lt.unhold("t", 5, now)
+	s2, why := lt.current("t", now)
+	require.Empty(t, why)
+	require.NotSame(t, snap.gen, s2.gen)
+}
