@@ -31,7 +31,6 @@ const (
 	CodeClusterError       = "cluster-error"
 	CodeNotFound           = "not-found"
 	CodeMethod             = "method-not-allowed"
-	CodeShuttingDown       = "shutting-down"
 	CodeEffectInDoubt      = "effect-in-doubt"
 	CodeJournalUnavailable = "journal-unavailable"
 )
