@@ -241,8 +241,9 @@ func hasCommand(t *testing.T, bin, cmd string) bool {
 	return regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(cmd) + `\s`).Match(out)
 }
 
-// devTask is the task the embedded sidecar holds.
-const devTask = "deploy-dev"
+// devTask is the task the embedded sidecar holds; the example workers'
+// scripts derive the same id (HOSTNAME w1, or TASK_ID).
+const devTask = "example-w1"
 
 // devStack is a running `fencepost dev`.
 type devStack struct {
@@ -419,6 +420,9 @@ func driveTraffic(t *testing.T, d devStack) {
 //     in the source, and are listed in the log.
 //   - ProbePathsServed: every httpGet probe in deploy/k8s answers 200 on
 //     the role's port.
+//   - WorkerScripts: the example workers' shell scripts (k8s and compose)
+//     get their writes through the sidecar to fenced, and give the task
+//     back on SIGTERM.
 func TestAgainstDev(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -431,6 +435,7 @@ func TestAgainstDev(t *testing.T) {
 	d := startDev(t, bin)
 	t.Run("ReferencedMetricsExported", func(t *testing.T) { checkMetricsExported(t, d) })
 	t.Run("ProbePathsServed", func(t *testing.T) { checkProbePaths(t, d) })
+	t.Run("WorkerScripts", func(t *testing.T) { checkWorkerScripts(t, d) })
 }
 
 func checkMetricsExported(t *testing.T, d devStack) {
