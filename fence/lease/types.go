@@ -73,7 +73,7 @@ type Lease struct {
 	AcquiredAt  time.Time     `json:"acquiredAt"`
 	ExpiresAt   time.Time     `json:"expiresAt"`
 	HeartbeatAt time.Time     `json:"heartbeatAt"`
-	TTL         time.Duration `json:"ttl"`
+	TTL         time.Duration `json:"-"` // on the wire as ttlMs (json.go)
 	Status      Status        `json:"status"`
 	StatusAt    time.Time     `json:"statusAt"`
 	Reason      string        `json:"reason,omitempty"`
@@ -109,8 +109,8 @@ type Effect struct {
 type Task struct {
 	ID           string        `json:"taskId"`
 	Profile      string        `json:"profile"`
-	TTL          time.Duration `json:"ttl"`
-	Heartbeat    time.Duration `json:"heartbeat"`
+	TTL          time.Duration `json:"-"` // on the wire as ttlMs (json.go)
+	Heartbeat    time.Duration `json:"-"` // on the wire as heartbeatMs (json.go)
 	Priority     int           `json:"priority"`
 	Payload      []byte        `json:"payload,omitempty"`
 	State        TaskState     `json:"state"`
