@@ -140,3 +140,22 @@ func hostOf(addr string) string {
 	}
 	return strings.Trim(addr, "[]")
 }
+
+// syncBuffer is a bytes.Buffer safe for a child process's output copiers
+// and a test reading it at the same time.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -248,7 +248,7 @@ const devTask = "example-w1"
 // devStack is a running `fencepost dev`.
 type devStack struct {
 	http, control, proxy, fenced int
-	log                          *bytes.Buffer
+	log                          *syncBuffer
 }
 
 func (d devStack) url(port int, p string) string {
@@ -260,7 +260,7 @@ func (d devStack) url(port int, p string) string {
 func startDev(t *testing.T, bin string) devStack {
 	t.Helper()
 	ports := freePorts(t, 5)
-	d := devStack{http: ports[0], control: ports[3], proxy: ports[2], fenced: ports[4], log: &bytes.Buffer{}}
+	d := devStack{http: ports[0], control: ports[3], proxy: ports[2], fenced: ports[4], log: &syncBuffer{}}
 	cmd := exec.Command(bin, "dev",
 		"--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--ports-http", strconv.Itoa(ports[0]),

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -107,7 +106,7 @@ func checkWorkerScripts(t *testing.T, d devStack) {
 			require.NoError(t, err)
 			_ = resp.Body.Close()
 			before := fencedWrites(t, d)
-			var out bytes.Buffer
+			var out syncBuffer
 			cmd := exec.Command("/bin/sh", "-c", w.script)
 			cmd.Env = env
 			cmd.Stdout, cmd.Stderr = &out, &out
