@@ -1,16 +1,14 @@
 package fence
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencepost/fencepost/fence/fencetest"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,56 +128,8 @@ func TestMemStoreRunningRecordsAreNotEvicted(t *testing.T) {
 	require.Equal(t, Executed, o, "the completed k1 is evictable now")
 }
 
-// historyOp is one write attempt seen by a client of a Store.
-type historyOp struct {
-	Client    int
-	Task      string
-	Epoch     uint64
-	Call, Ret int64
-	Accepted  bool
-}
-
-func (o historyOp) String() string {
-	verdict := "stale"
-	if o.Accepted {
-		verdict = "accepted"
-	}
-	return fmt.Sprintf("[%d,%d] client %d %s epoch %d -> %s", o.Call, o.Ret, o.Client, o.Task, o.Epoch, verdict)
-}
-
-// fencedRegister is the porcupine model of one task: the state is the
-// highest accepted epoch; a write is accepted iff its epoch is not lower.
-var fencedRegister = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		byTask := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range h {
-			task := op.Input.(historyOp).Task
-			if _, ok := byTask[task]; !ok {
-				order = append(order, task)
-			}
-			byTask[task] = append(byTask[task], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, task := range order {
-			out = append(out, byTask[task])
-		}
-		return out
-	},
-	Init: func() any { return uint64(0) },
-	Step: func(state, input, output any) (bool, any) {
-		st, e := state.(uint64), input.(historyOp).Epoch
-		if output.(bool) {
-			return e >= st, e
-		}
-		return e < st, st
-	},
-	DescribeOperation: func(input, output any) string {
-		op := input.(historyOp)
-		op.Accepted = output.(bool)
-		return op.String()
-	},
-}
+// historyOp is one write attempt seen by a client.
+type historyOp = fencetest.Write
 
 // testSeed returns FENCE_SEED or a fresh seed; failures print it.
 func testSeed(t *testing.T) uint64 {
@@ -242,30 +192,12 @@ func raceStore(t *testing.T, s Store, clients, ops, tasks int) {
 		}()
 	}
 	wg.Wait()
-	var all []porcupine.Operation
-	var flat []historyOp
-	accepted := 0
-	for _, h := range history {
-		for _, op := range h {
-			flat = append(flat, op)
-			all = append(all, porcupine.Operation{ClientId: op.Client, Input: op, Output: op.Accepted, Call: op.Call, Return: op.Ret})
-			if op.Accepted {
-				accepted++
-			}
-		}
-	}
-	slices.SortFunc(flat, func(a, b historyOp) int { return cmp.Compare(a.Call, b.Call) })
-	dump := func() string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "seed %d (rerun with FENCE_SEED=%d)\n", seed, seed)
-		for _, op := range flat {
-			b.WriteString(op.String() + "\n")
-		}
-		return b.String()
-	}
+	h := fencetest.Flatten(history)
+	accepted, flat, all := h.Accepted, h.Writes, h.Ops
+	dump := func() string { return h.Dump(fmt.Sprintf("seed %d (rerun with FENCE_SEED=%d)", seed, seed)) }
 	require.Equal(t, accepted, len(applied), dump())
 	require.NoError(t, CheckEpochOrder(applied), dump())
-	res := porcupine.CheckOperationsTimeout(fencedRegister, all, 20*time.Second)
+	res := porcupine.CheckOperationsTimeout(fencetest.FencedRegister, all, 20*time.Second)
 	require.NotEqual(t, porcupine.Illegal, res, "history is not a fenced register:\n%s", dump())
 	require.Greater(t, accepted, 0)
 	require.Less(t, accepted, len(flat), "the race produced no stale writes; the test proves nothing")

@@ -1,15 +1,13 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencepost/fencepost/fence/fencetest"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,50 +19,7 @@ import (
 )
 
 // historyOp is one write attempt seen by a client.
-type historyOp struct {
-	Client    int
-	Task      string
-	Epoch     uint64
-	Call, Ret int64
-	Accepted  bool
-}
-
-func (o historyOp) String() string {
-	verdict := "stale"
-	if o.Accepted {
-		verdict = "accepted"
-	}
-	return fmt.Sprintf("[%d,%d] client %d %s epoch %d -> %s", o.Call, o.Ret, o.Client, o.Task, o.Epoch, verdict)
-}
-
-// fencedRegister is the porcupine model of one task: the state is the
-// highest accepted epoch; a write is accepted iff its epoch is not lower.
-var fencedRegister = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		byTask := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range h {
-			task := op.Input.(historyOp).Task
-			if _, ok := byTask[task]; !ok {
-				order = append(order, task)
-			}
-			byTask[task] = append(byTask[task], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, task := range order {
-			out = append(out, byTask[task])
-		}
-		return out
-	},
-	Init: func() any { return uint64(0) },
-	Step: func(state, input, output any) (bool, any) {
-		st, e := state.(uint64), input.(historyOp).Epoch
-		if output.(bool) {
-			return e >= st, e
-		}
-		return e < st, st
-	},
-}
+type historyOp = fencetest.Write
 
 // testI3RacingEpochs races clients writing with old and new epochs to a
 // few tasks. The handler inserts into the app table inside the store's
@@ -113,31 +68,15 @@ func testI3RacingEpochs(t *testing.T, x *testDB) {
 		}()
 	}
 	wg.Wait()
-	var all []porcupine.Operation
-	var flat []historyOp
-	accepted := 0
-	for _, h := range history {
-		for _, op := range h {
-			flat = append(flat, op)
-			all = append(all, porcupine.Operation{ClientId: op.Client, Input: op, Output: op.Accepted, Call: op.Call, Return: op.Ret})
-			if op.Accepted {
-				accepted++
-			}
-		}
-	}
-	slices.SortFunc(flat, func(a, b historyOp) int { return cmp.Compare(a.Call, b.Call) })
+	h := fencetest.Flatten(history)
+	accepted, flat, all := h.Accepted, h.Writes, h.Ops
 	dump := func() string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s seed %d (rerun with FENCE_SEED=%d)\n", x.dialect, seed, seed)
-		for _, op := range flat {
-			b.WriteString(op.String() + "\n")
-		}
-		return b.String()
+		return h.Dump(fmt.Sprintf("%s seed %d (rerun with FENCE_SEED=%d)", x.dialect, seed, seed))
 	}
 	applied := x.appRows(t)
 	require.Equal(t, accepted, len(applied), dump())
 	require.NoError(t, fence.CheckEpochOrder(applied), dump())
-	res := porcupine.CheckOperationsTimeout(fencedRegister, all, 20*time.Second)
+	res := porcupine.CheckOperationsTimeout(fencetest.FencedRegister, all, 20*time.Second)
 	require.NotEqual(t, porcupine.Illegal, res, "history is not a fenced register:\n%s", dump())
 	require.Greater(t, accepted, 0)
 	require.Less(t, accepted, len(flat), "no stale writes: the race proved nothing")
