@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,7 +45,10 @@ func ModuleRoot() (string, error) {
 
 // Binary builds the fencepost binary (./cmd/fencepost) with `go build`
 // once per test binary and returns its path. Later calls return the same
-// path (or the same error). Call RemoveBinary from TestMain to delete it.
+// path (or the same error). The build uses the same -tags as the running
+// test binary, so a deliberately broken test build (e.g. -tags
+// fencepost_broken_nodeadline) starts equally broken processes. Call
+// RemoveBinary from TestMain to delete it.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	build.once.Do(func() {
@@ -60,7 +64,11 @@ func Binary(tb testing.TB) string {
 		}
 		build.dir = dir
 		out := filepath.Join(dir, "fencepost")
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/fencepost")
+		args := []string{"build", "-o", out}
+		if tags := buildTags(); tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		cmd := exec.Command("go", append(args, "./cmd/fencepost")...)
 		cmd.Dir = root
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("netfault: go build ./cmd/fencepost: %v\n%s", err, msg)
@@ -72,6 +80,20 @@ func Binary(tb testing.TB) string {
 		tb.Fatal(build.err)
 	}
 	return build.path
+}
+
+// buildTags returns the -tags the running binary was built with.
+func buildTags() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" {
+			return s.Value
+		}
+	}
+	return ""
 }
 
 // RemoveBinary deletes the directory Binary built into, if any.

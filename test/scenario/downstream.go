@@ -6,8 +6,12 @@ import (
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
-// staleMetric is refsvc's counter of writes rejected for a stale token.
-const staleMetric = "fencepost_refsvc_writes_stale_rejected_total"
+// refsvc's counters of writes rejected for a stale token, and of every
+// rejection by reason.
+const (
+	staleMetric    = "fencepost_refsvc_writes_stale_rejected_total"
+	rejectedMetric = "fencepost_refsvc_writes_rejected_total"
+)
 
 // FencedService is the downstream the workers write to: the reference
 // fenced service (fence/refsvc) on 127.0.0.1:0 with its own metrics
@@ -59,21 +63,27 @@ func (d *FencedService) CheckLog() error { return d.srv.CheckLog() }
 // RejectedStale is how many writes the service refused as stale. The
 // service counts without task labels, so this is over all tasks: give
 // each test its own service.
-func (d *FencedService) RejectedStale() int {
+func (d *FencedService) RejectedStale() int { return d.counter(staleMetric) }
+
+// Rejected is how many writes the service refused for any reason (over
+// all tasks).
+func (d *FencedService) Rejected() int { return d.counter(rejectedMetric) }
+
+// counter sums the series of one counter family.
+func (d *FencedService) counter(name string) int {
 	mfs, err := d.reg.Gather()
 	if err != nil {
 		return 0
 	}
+	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == staleMetric {
-			n := 0.0
+		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
 				n += m.GetCounter().GetValue()
 			}
-			return int(n)
 		}
 	}
-	return 0
+	return int(n)
 }
 
 // Close stops the service.

@@ -85,13 +85,22 @@ func (p *play) play(ctx context.Context) error {
 	}
 
 	// 7. The held write reaches the downstream and is rejected as stale.
-	before := p.down.RejectedStale()
+	before, rejectedBefore, acceptedBefore := p.down.RejectedStale(), p.down.Rejected(), len(p.down.Accepted(task))
 	p.stuck.Release()
 	p.logf("net", "the network finally delivers A's held step-2 write (epoch=%d)", epochA)
-	if err := waitUntil(ctx, 5*time.Second, 5*time.Millisecond, func() bool { return p.down.RejectedStale() > before }); err != nil {
+	if err := waitUntil(ctx, 5*time.Second, 5*time.Millisecond, func() bool {
+		return p.down.Rejected() > rejectedBefore || len(p.down.Accepted(task)) > acceptedBefore
+	}); err != nil {
 		return errStep("the held write reaching the downstream", err)
 	}
-	p.logf("down", "rejected A's held write: stale fencing token epoch=%d, already accepted epoch=%d (409)", epochA, p.a.epochB)
+	switch {
+	case p.down.RejectedStale() > before:
+		p.logf("down", "rejected A's held write: stale fencing token epoch=%d, already accepted epoch=%d (409)", epochA, p.a.epochB)
+	case len(p.down.Accepted(task)) > acceptedBefore:
+		p.logf("down", "ACCEPTED A's held write with epoch=%d after epoch=%d: the downstream's fence did not hold", epochA, p.a.epochB)
+	default:
+		p.logf("down", "refused A's held write, but NOT as stale: the fence missed epoch=%d < %d (only another check stopped it)", epochA, p.a.epochB)
+	}
 	select {
 	case <-stuckDone:
 	case <-ctx.Done():
