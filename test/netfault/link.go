@@ -66,9 +66,6 @@ const (
 	modeBlackhole
 )
 
-// ErrClosed is returned by Listen's accept loop once Close was called.
-var ErrClosed = errors.New("netfault: link closed")
-
 // Link is a TCP relay with controllable faults between a listener on
 // loopback and a target address. All methods are safe for concurrent use.
 type Link struct {

@@ -73,12 +73,18 @@ func (c ClusterConfig) withDefaults() ClusterConfig {
 // Node is one member of a Cluster: a raftstore.Store and its HTTP API.
 // Store and API are nil while the node is stopped.
 type Node struct {
-	ID       string
-	Dir      string
+	// ID is the raft server id ("n1", "n2", ...).
+	ID string
+	// Dir is the node's data directory (raft.db, snapshots).
+	Dir string
+	// RaftAddr and HTTPAddr are the node's raft and API addresses; they
+	// stay the same across restarts.
 	RaftAddr string
 	HTTPAddr string
-	Store    *raftstore.Store
-	API      *httpapi.Server
+	// Store is the running store (nil while stopped).
+	Store *raftstore.Store
+	// API is the running HTTP API (nil while stopped).
+	API *httpapi.Server
 }
 
 // Cluster is an in-process lease cluster on loopback, every node with its

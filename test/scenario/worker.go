@@ -52,10 +52,13 @@ func (w *Worker) Close() {
 
 // ProblemError is a problem+json answer.
 type ProblemError struct {
-	Status  int
+	// Status is the HTTP status.
+	Status int
+	// Problem is the decoded problem document.
 	Problem api.Problem
 }
 
+// Error formats the status, code and detail.
 func (e *ProblemError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Problem.Code, e.Problem.Detail)
 }
@@ -194,12 +197,16 @@ const (
 
 // WriteResult is one write as the worker saw it.
 type WriteResult struct {
+	// Outcome classifies the answer.
 	Outcome WriteOutcome
-	Status  int
-	Code    string    // problem code (sidecar) or type tail (downstream)
-	Sent    time.Time // when the worker sent it
-	Done    time.Time // when the worker had its answer
-	Err     error
+	// Status is the HTTP status (0 when there was no answer).
+	Status int
+	// Code is the problem code (sidecar) or the type's tail (downstream).
+	Code string
+	// Sent is when the worker sent the write; Done when it had its answer.
+	Sent, Done time.Time
+	// Err is the transport error or the unexpected answer, for Failed.
+	Err error
 }
 
 // Write POSTs a tool call to target (a URL) through the sidecar, with
