@@ -35,6 +35,8 @@ func TestSeedFailureCase(t *testing.T) {
 	require.Positive(t, sum.BlockedBySidecar)
 	require.Positive(t, sum.RejectedStaleDownstream)
 	require.True(t, sum.ResumedFromCheckpoint)
+	// Reclaim is two-phase and guarded: every status was seen, in order.
+	require.Equal(t, []string{"active", "suspect_dead", "expired", "reclaimed"}, sum.Transitions)
 
 	// The last line is the summary as one JSON object.
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
