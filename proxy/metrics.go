@@ -60,6 +60,18 @@ func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held 
 			Help: "Lease events by kind (acquired, released, lost, revived, revoked).",
 		}, []string{"kind"}),
 	}
+	// Every known label value starts at 0 so a rate() or increase() alert
+	// sees the first block or event instead of a series that appears from
+	// nothing.
+	for _, d := range []string{decisionForwarded, decisionBlocked, decisionRejected} {
+		m.requests.WithLabelValues(d)
+	}
+	for _, r := range []reason{reasonNone, reasonExpired, reasonSuspect, reasonRevoked, reasonWaiting, reasonReleased, reasonLost, reasonAmbig} {
+		m.writesBlocked.WithLabelValues(string(r))
+	}
+	for _, k := range []EventKind{EventAcquired, EventReleased, EventLost, EventRevived, EventRevoked} {
+		m.leaseEvents.WithLabelValues(string(k))
+	}
 	cs := []prometheus.Collector{
 		m.requests, m.writesBlocked, m.heartbeatLatency, m.heartbeatFails, m.tunnelsCut,
 		m.upstreamLatency, m.leaseEvents,

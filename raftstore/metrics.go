@@ -74,6 +74,11 @@ func newMetrics(s *Store) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: "raft", Name: name, Help: help}, f)
 	}
+	// Known label values start at 0, so the first alarm is an increase an
+	// alert rule can see.
+	for _, k := range []string{"heartbeat_foreign_lease", "acquire_held"} {
+		m.alarms.WithLabelValues(k)
+	}
 	m.collectors = []prometheus.Collector{
 		m.heartbeats, m.heartbeatLatency, m.renewals, m.suspected, m.expired, m.reclaimed, m.revived,
 		m.resumed, m.inDoubt, m.sessionsClosed, m.pausedSeconds, m.alarms, m.proposalLatency,

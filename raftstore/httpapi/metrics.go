@@ -44,6 +44,10 @@ func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.forwards)
+	// Known results start at 0 so alerts see the first forward failure.
+	for _, r := range []string{"ok", "loop", "no_leader", "unreachable", "broken"} {
+		m.forwards.WithLabelValues(r)
+	}
 	gs := prometheus.Gatherers{m.reg}
 	if extra != nil {
 		gs = append(gs, extra)
