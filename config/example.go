@@ -95,6 +95,9 @@ worker_id: ""
 proxy_addr: 127.0.0.1:7480
 # Control API, health and metrics. Loopback only.
 control_addr: 127.0.0.1:7481
+# Optional: serve only /metrics, /healthz and /readyz on an address kubelet
+# probes and Prometheus can reach (e.g. 0.0.0.0:7482). Empty: off.
+metrics_addr: ""
 # One-task mode: create or claim this task at start (empty: the worker
 # acquires tasks through the control API).
 task: ""

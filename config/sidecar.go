@@ -17,6 +17,9 @@ type Sidecar struct {
 	ProxyAddr string `yaml:"proxy_addr" doc:"HTTP proxy listen address (loopback only)"`
 	// ControlAddr serves the control API, health and metrics; loopback only.
 	ControlAddr string `yaml:"control_addr" doc:"control API, health and metrics listen address (loopback only)"`
+	// MetricsAddr, when set, serves only /metrics, /healthz and /readyz and
+	// may be non-loopback, for kubelet probes and Prometheus.
+	MetricsAddr string `yaml:"metrics_addr" doc:"optional non-loopback address serving only /metrics, /healthz, /readyz"`
 	// Task, when set, is one-task mode: the sidecar creates or claims this
 	// task at start and exits when it is done.
 	Task string `yaml:"task" doc:"one-task mode: task id to create or claim at start"`
@@ -181,6 +184,9 @@ func (s *Sidecar) Validate() error {
 	checkName(&p, "worker_id", s.WorkerID)
 	checkLoopbackAddr(&p, "proxy_addr", s.ProxyAddr)
 	checkLoopbackAddr(&p, "control_addr", s.ControlAddr)
+	if s.MetricsAddr != "" {
+		checkAddr(&p, "metrics_addr", s.MetricsAddr)
+	}
 	if s.ProxyAddr == s.ControlAddr && !strings.HasSuffix(s.ProxyAddr, ":0") {
 		p.invalid("control_addr", "must differ from proxy_addr (both %q)", s.ProxyAddr)
 	}
@@ -298,6 +304,9 @@ func (s *Sidecar) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "proxy_addr", s.ProxyAddr)
 	checkPortFree(&p, "control_addr", s.ControlAddr)
+	if s.MetricsAddr != "" {
+		checkPortFree(&p, "metrics_addr", s.MetricsAddr)
+	}
 	for i, o := range s.TLS.Originate {
 		checkReadable(&p, indexKey("tls.originate", i)+".ca_file", o.CAFile)
 	}

@@ -73,6 +73,10 @@ type Config struct {
 	// ControlAddr is the loopback address of the control API, health and
 	// metrics. Default 127.0.0.1:4781.
 	ControlAddr string
+	// MetricsAddr, when set, serves only /metrics, /healthz and /readyz on
+	// an address that may be non-loopback, so kubelet probes and Prometheus
+	// can reach a sidecar whose control API stays on loopback. Empty: off.
+	MetricsAddr string
 
 	// Task, when set, is acquired (created when missing) at start and
 	// readiness waits for it: one-task mode.
@@ -229,6 +233,11 @@ func (c Config) Validate() error {
 	for _, a := range []struct{ field, addr string }{{"proxyAddr", c.ProxyAddr}, {"controlAddr", c.ControlAddr}} {
 		if err := checkLoopback(a.addr); err != nil {
 			return bad(a.field, "%v", err)
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return bad("metricsAddr", "must be host:port: %v", err)
 		}
 	}
 	if c.ProxyAddr == c.ControlAddr && !strings.HasSuffix(c.ProxyAddr, ":0") {

@@ -105,6 +105,33 @@ func (s *Sidecar) newControlServer() *fasthttp.Server {
 	}
 }
 
+// newMetricsServer serves the read-only operational routes on
+// Config.MetricsAddr: nothing there can change a lease.
+func (s *Sidecar) newMetricsServer() *fasthttp.Server {
+	var metricsHandler fasthttp.RequestHandler
+	if s.gatherer != nil {
+		metricsHandler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
+	return &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			switch path := string(ctx.Path()); {
+			case path == PathMetrics && metricsHandler != nil:
+				metricsHandler(ctx)
+			case (path == PathHealth || path == PathReady) && (ctx.IsGet() || ctx.IsHead()):
+				s.handleControl(ctx)
+			default:
+				ctx.SetStatusCode(fasthttp.StatusNotFound)
+				ctx.SetBodyString("only /metrics, /healthz and /readyz are served here\n")
+			}
+		},
+		Name:            "fencepost-sidecar-metrics",
+		ReadTimeout:     s.cfg.ReadTimeout,
+		IdleTimeout:     s.cfg.IdleTimeout,
+		CloseOnShutdown: true,
+		Logger:          fastLogger{s.log},
+	}
+}
+
 func (s *Sidecar) handleControl(ctx *fasthttp.RequestCtx) {
 	path, post := string(ctx.Path()), ctx.IsPost()
 	get := ctx.IsGet() || ctx.IsHead()

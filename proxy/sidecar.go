@@ -37,15 +37,17 @@ type Sidecar struct {
 	journalRules []WriteRule
 	allow        map[string]bool // CONNECT targets, lower-case host:port
 
-	mu      sync.Mutex // guards state, servers and listeners
-	state   int        // 0 new, 1 started, 2 closed
-	proxy   *fasthttp.Server
-	control *fasthttp.Server
-	proxyLn net.Listener
-	ctlLn   net.Listener
-	cancel  context.CancelFunc
-	loops   sync.WaitGroup // background loops
-	serving sync.WaitGroup // Serve goroutines and tunnels
+	mu         sync.Mutex // guards state, servers and listeners
+	state      int        // 0 new, 1 started, 2 closed
+	proxy      *fasthttp.Server
+	control    *fasthttp.Server
+	metricsSrv *fasthttp.Server // nil unless Config.MetricsAddr is set
+	metricsLn  net.Listener
+	proxyLn    net.Listener
+	ctlLn      net.Listener
+	cancel     context.CancelFunc
+	loops      sync.WaitGroup // background loops
+	serving    sync.WaitGroup // Serve goroutines and tunnels
 
 	sessMu sync.RWMutex
 	sid    string
@@ -151,14 +153,30 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		_ = pln.Close()
 		return fmt.Errorf("proxy: listen controlAddr: %w", err)
 	}
+	servers := []struct {
+		srv *fasthttp.Server
+		ln  net.Listener
+	}{}
+	if s.cfg.MetricsAddr != "" {
+		mln, err := lc.Listen(ctx, "tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			_, _ = pln.Close(), cln.Close()
+			return fmt.Errorf("proxy: listen metricsAddr: %w", err)
+		}
+		s.metricsLn, s.metricsSrv = mln, s.newMetricsServer()
+		servers = append(servers, struct {
+			srv *fasthttp.Server
+			ln  net.Listener
+		}{s.metricsSrv, mln})
+	}
 	s.proxyLn, s.ctlLn = pln, cln
 	s.proxy = s.newProxyServer()
 	s.control = s.newControlServer()
 	s.state = 1
-	for _, p := range []struct {
+	for _, p := range append(servers, []struct {
 		srv *fasthttp.Server
 		ln  net.Listener
-	}{{s.proxy, pln}, {s.control, cln}} {
+	}{{s.proxy, pln}, {s.control, cln}}...) {
 		s.serving.Add(1)
 		go func() {
 			defer s.serving.Done()
@@ -188,6 +206,16 @@ func (s *Sidecar) goLoop(f func()) {
 		defer s.loops.Done()
 		f()
 	}()
+}
+
+// MetricsAddr returns the bound metrics address ("" when off or before Start).
+func (s *Sidecar) MetricsAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metricsLn == nil {
+		return ""
+	}
+	return s.metricsLn.Addr().String()
 }
 
 // ProxyAddr returns the bound proxy address ("" before Start).
@@ -266,6 +294,11 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	stopCtx, cancel = context.WithTimeout(context.Background(), time.Second)
 	if err := s.control.ShutdownWithContext(stopCtx); err != nil {
 		errs = append(errs, fmt.Errorf("proxy: stop control server: %w", err))
+	}
+	if s.metricsSrv != nil {
+		if err := s.metricsSrv.ShutdownWithContext(stopCtx); err != nil {
+			errs = append(errs, fmt.Errorf("proxy: stop metrics server: %w", err))
+		}
 	}
 	cancel()
 	s.up.close()

@@ -94,6 +94,7 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		WorkerID:          cfg.WorkerID,
 		ProxyAddr:         cfg.ProxyAddr,
 		ControlAddr:       cfg.ControlAddr,
+		MetricsAddr:       cfg.MetricsAddr,
 		Task:              cfg.Task,
 		Profile:           cfg.Profile,
 		Drift:             cfg.Heartbeat.Drift,
