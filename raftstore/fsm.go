@@ -123,7 +123,7 @@ func applyCommand(f *fsm, index uint64, body []byte) any {
 	f.mu.Lock()
 	res := f.model.Apply(index, &c)
 	f.mu.Unlock()
-	f.watch.observe(res)
+	f.watch.observe(&c, res)
 	return res
 }
 

@@ -25,8 +25,10 @@ func newSessionWatch() *sessionWatch {
 	return &sessionWatch{versions: map[string]uint64{}, wake: map[string]chan struct{}{}}
 }
 
-// observe records the sessions whose leases a command changed.
-func (w *sessionWatch) observe(res lease.Result) {
+// observe records the sessions whose leases a command changed, and
+// forgets a closed session so the table does not grow with every session
+// ever opened (its watchers are woken and see the version drop).
+func (w *sessionWatch) observe(c *lease.Command, res lease.Result) {
 	if res.Err != nil || res.Duplicate {
 		return
 	}
@@ -35,6 +37,9 @@ func (w *sessionWatch) observe(res lease.Result) {
 	}
 	for _, l := range res.Released {
 		w.bump(l.SessionID)
+	}
+	if c.Op == lease.OpCloseSession {
+		w.forget(c.SessionID)
 	}
 }
 
@@ -46,6 +51,23 @@ func (w *sessionWatch) bump(sid string) {
 		close(ch)
 		delete(w.wake, sid)
 	}
+}
+
+func (w *sessionWatch) forget(sid string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.versions, sid)
+	if ch, ok := w.wake[sid]; ok {
+		close(ch)
+		delete(w.wake, sid)
+	}
+}
+
+// size returns how many sessions the table tracks (tests).
+func (w *sessionWatch) size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.versions)
 }
 
 // wait returns the session's version once it exceeds since, or the
