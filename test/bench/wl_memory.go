@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -59,6 +60,9 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 	if err != nil {
 		m.Errors, m.FirstEr = 1, err.Error()
 	}
+	if now, lerr := c.waitLeader(10 * time.Second); lerr == nil && now != leader {
+		m.FirstEr = strings.TrimSpace(m.FirstEr + " (leadership moved during the fill)")
+	}
 	x := map[string]float64{"leases": float64(held), "leader MiB": float64(after[leader]) / 1024}
 	if added > 0 {
 		x["leader bytes/lease"] = float64(after[leader]-before[leader]) * 1024 / float64(added)
@@ -91,12 +95,11 @@ func fpFill(addr string) func(n int, deadline time.Time) (int, error) {
 		}
 		done := make([]bool, n)
 		err := parallel(n, 64, func(i int) error {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("time limit reached")
-			}
-			_, err := cl.acquire(fmt.Sprintf("mem-%d-%d", tag, i), sessions[i/100], benchProfile)
-			done[i] = err == nil
-			return err
+			return retried(deadline, func(attempt int) error {
+				_, err := cl.acquire(fmt.Sprintf("mem-%d-%d-%d", tag, i, attempt), sessions[i/100], benchProfile)
+				done[i] = err == nil
+				return err
+			})
 		})
 		return count(done), err
 	}
@@ -118,19 +121,37 @@ func etcdFill(url string) func(n int, deadline time.Time) (int, error) {
 		tag := time.Now().UnixNano()
 		done := make([]bool, n)
 		err := parallel(n, 64, func(i int) error {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("time limit reached")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			defer cancel()
-			err := etcdAcquire(ctx, cls[i%len(cls)], fmt.Sprintf("/mem/%d/%d", tag, i),
-				func(clientv3.LeaseID) error { return nil })
-			done[i] = err == nil
-			return err
+			return retried(deadline, func(attempt int) error {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				defer cancel()
+				err := etcdAcquire(ctx, cls[i%len(cls)], fmt.Sprintf("/mem/%d/%d/%d", tag, i, attempt),
+					func(clientv3.LeaseID) error { return nil })
+				done[i] = err == nil
+				return err
+			})
 		})
 		runtime.GC()
 		return count(done), err
 	}
+}
+
+// retried runs f (attempt 0, 1, ...) until it succeeds, 20 attempts have
+// failed, or deadline has passed; it pauses 100 ms after a failure, so a
+// leader election during a fill costs a pause, not the run. Each attempt
+// uses a fresh task id, so an acquire whose reply was lost is not retried
+// into a conflict.
+func retried(deadline time.Time, f func(attempt int) error) error {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("time limit reached")
+		}
+		if err = f(attempt); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // count returns how many of bs are true.
