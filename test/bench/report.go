@@ -217,7 +217,7 @@ func buildGoals(res *Results) {
 	mem := fmt.Sprintf("%d leases", res.Settings.MemLeases)
 	var perLease []float64
 	for _, r := range res.Runs {
-		if r.Workload == wlMemory && r.Case == mem && r.System == sysFP && r.Extra["leases"] > 0 {
+		if _, ok := r.Extra["leader bytes/lease"]; ok && r.Workload == wlMemory && r.Case == mem && r.System == sysFP {
 			perLease = append(perLease, max(r.Extra["leader bytes/lease"], r.Extra["follower bytes/lease"]))
 		}
 	}
