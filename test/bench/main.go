@@ -68,7 +68,14 @@ func main() {
 	only := flag.String("only", "", "comma-separated workload numbers to run (1-6); default all")
 	keep := flag.Bool("keep", false, "keep the temporary directory (logs, data dirs)")
 	fpBin := flag.String("fencepost", "", "use this fencepost binary instead of building ./cmd/fencepost")
+	from := flag.String("from", "", "run nothing: re-render the tables and --md from this raw results JSON")
 	flag.Parse()
+	if *from != "" {
+		if err := rerender(*from, *md); err != nil {
+			fatal(err)
+		}
+		return
+	}
 
 	plan, mode := fullPlan, "full"
 	if *quick {
@@ -128,6 +135,28 @@ func main() {
 	if runErr != nil {
 		os.Exit(1)
 	}
+}
+
+// rerender reads a raw results file and writes its tables and, when md is
+// set, BENCHMARKS.md again, so a change in the report needs no new run.
+func rerender(path, md string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	res.Goals = nil
+	buildGoals(&res)
+	table := markdownTable(&res)
+	fmt.Println(table)
+	fmt.Println(goalTable(&res))
+	if md == "" {
+		return nil
+	}
+	return os.WriteFile(md, []byte(benchmarksMD(&res, table)), 0o644)
 }
 
 // parseOnly turns "1,5" into a set; empty means all.

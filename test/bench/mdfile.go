@@ -16,7 +16,8 @@ func benchmarksMD(res *Results, table string) string {
 	p("## How to reproduce\n\n")
 	p("```sh\ncd test/bench\ngo run .            # full run (about 15 minutes on 2 cores); rewrites ../../BENCHMARKS.md\n")
 	p("go run . --quick    # smoke run, under 2 minutes\n")
-	p("go run . --only 1,5 --md '' --out /tmp/r.json   # some workloads, no rewrite\n```\n\n")
+	p("go run . --only 1,5 --md '' --out /tmp/r.json   # some workloads, no rewrite\n")
+	p("go run . --from bench-results.json              # re-render this file from a saved run\n```\n\n")
 	p("The harness builds `fencepost` from this checkout, installs the peers with apt-get when they are missing ")
 	p("(`etcd-server`, `etcd-client`, `nginx`, `squid`; needs root), starts a 3-node fencepost cluster and a 3-node ")
 	p("etcd cluster on 127.0.0.1 with separate data directories under one temporary directory, runs the workloads, ")
@@ -65,8 +66,40 @@ func benchmarksMD(res *Results, table string) string {
 		}
 		p("\n")
 	}
+	if errs := errorLines(res); len(errs) > 0 {
+		p("### Runs that saw errors\n\n")
+		p("Failed operations are not counted in rates or latencies; a run with no successful operation is left out of the medians. ")
+		p("The first error of each run is kept in the raw JSON.\n\n")
+		for _, e := range errs {
+			p("- %s\n", e)
+		}
+		p("\n")
+	}
 	p("%s", methodText)
 	return b.String()
+}
+
+// errorLines lists, once per workload, case and system, the runs that
+// saw an error or a warning, with their first message.
+func errorLines(res *Results) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range res.Runs {
+		if r.Measure.FirstEr == "" {
+			continue
+		}
+		k := r.Workload + "|" + r.Case + "|" + r.System
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, oneLine(fmt.Sprintf("%s, %s, %s, rep %d: %d error(s); first: %s",
+			r.Workload, r.Case, r.System, r.Rep, r.Measure.Errors, tailString(r.Measure.FirstEr, 240))))
+		if len(out) == 20 {
+			break
+		}
+	}
+	return out
 }
 
 // joinInts renders 1, 16, 64.
