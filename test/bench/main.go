@@ -148,6 +148,7 @@ func rerender(path, md string) error {
 	if err := json.Unmarshal(b, &res); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	proxyRSSRows(&res)
 	res.Goals = nil
 	buildGoals(&res)
 	table := markdownTable(&res)

@@ -67,6 +67,13 @@ func proxyBench(res *Results, plan Plan, targets []httpTarget, upstream string) 
 		res.row(wlProxy, fixCase, "p50 µs", false, pathSidecar, pathDirect, func(r Run) float64 { return us(r.Measure.P50) })
 		res.row(wlProxy, fixCase, "p99 µs", false, pathSidecar, pathDirect, func(r Run) float64 { return us(r.Measure.P99) })
 	}
+}
+
+// proxyRSSRows adds the sidecar-against-nginx and -squid RSS rows, once.
+func proxyRSSRows(res *Results) {
+	if _, ok := res.find(wlMemory, "proxy RSS", "idle MiB", pathNginx); ok {
+		return
+	}
 	for _, peer := range []string{pathNginx, pathSquid} {
 		res.row(wlMemory, "proxy RSS", "idle MiB", false, pathSidecar, peer, extra("idle MiB"))
 		res.row(wlMemory, "proxy RSS", "peak under load MiB", false, pathSidecar, peer, extra("peak MiB"))
@@ -90,6 +97,7 @@ func recordProxyRSS(res *Results, targets []httpTarget, idle map[string]float64)
 			Extra: map[string]float64{"idle MiB": idle[t.name], "peak MiB": peak}})
 		logf("%s proxy RSS %s: idle %.1f MiB, peak under load %.1f MiB", wlMemory, t.name, idle[t.name], peak)
 	}
+	proxyRSSRows(res)
 }
 
 // rotate returns ts rotated left by k, keeping every element.
