@@ -31,10 +31,9 @@ var relayedHeaders = []string{"Content-Type", "Retry-After", "Allow", api.Header
 
 func isNotLeader(err error) bool { return errors.Is(err, raftstore.ErrNotLeader) }
 
-// newForwardClient builds the client that talks to the leader. It never
-// retries by itself: a forwarded mutation whose outcome is unknown is
-// reported to the client (which retries with the same request id), never
-// re-sent behind its back.
+// newForwardClient builds the client that talks to the leader. fasthttp's
+// own retries are off: forward decides, and re-sends only with the client's
+// request id, which the leader de-duplicates.
 func newForwardClient(cfg Config) *fasthttp.Client {
 	return &fasthttp.Client{
 		Name:                      "fencepost-forward",
@@ -58,6 +57,10 @@ func newForwardClient(cfg Config) *fasthttp.Client {
 		},
 	}
 }
+
+// maxForwardAttempts bounds the sends of one forward; after a failure the
+// idle pool is dropped, so the next attempt dials a fresh connection.
+const maxForwardAttempts = 3
 
 // forward sends the request to the leader and relays its answer into rc.
 // It returns an error (to become a problem) only when it could not relay an
@@ -90,7 +93,25 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
 	req.SetBody(rc.PostBody())
 
 	start := time.Now()
-	err := s.fwd.DoTimeout(req, resp, s.cfg.ForwardTimeout)
+	deadline := start.Add(s.cfg.ForwardTimeout)
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = s.fwd.DoDeadline(req, resp, deadline)
+		// A pooled connection to a leader process that restarted (or
+		// closed it while idle) fails after the request was written. Try
+		// a fresh one: re-sending is safe because the leader applies a
+		// request id once, and the client's answer stays the leader's.
+		if err == nil || sentBefore(err) || errors.Is(err, fasthttp.ErrTimeout) ||
+			attempt >= maxForwardAttempts || !time.Now().Before(deadline) {
+			break
+		}
+		if ce := s.log.Check(zap.DebugLevel, "forward failed on a pooled connection; retrying"); ce != nil {
+			ce.Write(zap.String("rid", rid), zap.Int("attempt", attempt), zap.Error(err))
+		}
+		// The other idle connections to that process are dead too.
+		s.fwd.CloseIdleConnections()
+		resp.Reset()
+	}
 	if err != nil {
 		if sentBefore(err) {
 			s.metrics.forwards.WithLabelValues("unreachable").Inc()
