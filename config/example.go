@@ -50,6 +50,9 @@ bootstrap:
 # HTTP endpoints of existing members to join through, e.g.
 # [10.0.0.1:7400, 10.0.0.2:7400]. Joining is idempotent.
 join: []
+# Serve Go's profiler under /debug/pprof/ on http_addr
+# (go tool pprof http://127.0.0.1:7400/debug/pprof/profile).
+pprof: false
 
 raft:
   heartbeat_timeout: 100ms     # must be <= election_timeout

@@ -34,6 +34,8 @@ type Server struct {
 	Raft Raft `yaml:"raft"`
 	// Leases holds lease profiles and limits.
 	Leases Leases `yaml:"leases"`
+	// Pprof serves Go's profiler on the API port under /debug/pprof/.
+	Pprof bool `yaml:"pprof" doc:"serve Go's profiler under /debug/pprof/ on http_addr"`
 	// Signing configures the token signing key.
 	Signing Signing `yaml:"signing"`
 	// Log configures logging.

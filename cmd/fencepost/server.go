@@ -97,6 +97,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 	nc.Join = cfg.Join
 	nc.HTTP.Addr = cfg.HTTPAddr
 	nc.HTTP.Gatherer = reg
+	nc.HTTP.Pprof = cfg.Pprof
 	nc.Store = raftstore.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,

@@ -10,6 +10,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -61,6 +62,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ShutdownWait bounds how long Close waits for requests in flight.
 	ShutdownWait time.Duration
+	// Pprof serves Go's profiler under /debug/pprof/ (CPU, heap,
+	// goroutines). Off by default: profiles expose internals and cost CPU.
+	Pprof bool
 }
 
 func (c Config) withDefaults() Config {
@@ -107,6 +111,7 @@ type Server struct {
 	srv     *fasthttp.Server
 	fwd     *fasthttp.Client
 	metrics *httpMetrics
+	pprof   fasthttp.RequestHandler // nil unless Config.Pprof
 
 	// readCtx parents the context of every read (GET, HEAD) and is
 	// cancelled when Close starts: a read, long polls included, can be
@@ -129,6 +134,9 @@ func New(cfg Config, store Store) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes()}
+	if cfg.Pprof {
+		s.pprof = pprofHandler()
+	}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	s.metrics = newHTTPMetrics(cfg.Gatherer)
 	s.fwd = newForwardClient(cfg)
@@ -232,6 +240,10 @@ func (c *call) noBody() error {
 
 // serve is the fasthttp handler: route, call, answer, measure, log.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
+	if s.pprof != nil && bytes.HasPrefix(rc.Path(), pprofPrefix) {
+		s.pprof(rc)
+		return
+	}
 	start := time.Now()
 	rid, ridErr := requestID(rc)
 	rc.Response.Header.Set(api.HeaderRequestID, rid)
