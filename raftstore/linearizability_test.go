@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"github.com/fencepost/fencepost/fence/fencetest"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -51,23 +52,8 @@ func (s lzState) holds(session string, epoch uint64) bool {
 }
 
 var leaseModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byTask := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range history {
-			task := op.Input.(lzInput).Task
-			if _, ok := byTask[task]; !ok {
-				order = append(order, task)
-			}
-			byTask[task] = append(byTask[task], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, task := range order {
-			out = append(out, byTask[task])
-		}
-		return out
-	},
-	Init: func() any { return lzState{} },
+	Partition: fencetest.PartitionBy(func(input any) string { return input.(lzInput).Task }),
+	Init:      func() any { return lzState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(lzState), input.(lzInput), output.(lzOutput)
 		switch in.Op {

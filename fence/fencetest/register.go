@@ -36,23 +36,8 @@ func (o Write) String() string {
 // highest accepted epoch; a write is accepted iff its epoch is not lower.
 // Histories are partitioned per task.
 var FencedRegister = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		byTask := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range h {
-			task := op.Input.(Write).Task
-			if _, ok := byTask[task]; !ok {
-				order = append(order, task)
-			}
-			byTask[task] = append(byTask[task], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, task := range order {
-			out = append(out, byTask[task])
-		}
-		return out
-	},
-	Init: func() any { return uint64(0) },
+	Partition: PartitionBy(func(input any) string { return input.(Write).Task }),
+	Init:      func() any { return uint64(0) },
 	Step: func(state, input, output any) (bool, any) {
 		st, e := state.(uint64), input.(Write).Epoch
 		if output.(bool) {
@@ -65,6 +50,29 @@ var FencedRegister = porcupine.Model{
 		op.Accepted = output.(bool)
 		return op.String()
 	},
+}
+
+// PartitionBy returns a porcupine Partition function that splits a history
+// by key (a task id, usually), keeping the keys in order of first
+// appearance so failures print the same way every run. Models whose
+// operations on different keys are independent check much faster split.
+func PartitionBy(key func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(h []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var order []string
+		for _, op := range h {
+			k := key(op.Input)
+			if _, ok := byKey[k]; !ok {
+				order = append(order, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(order))
+		for _, k := range order {
+			out = append(out, byKey[k])
+		}
+		return out
+	}
 }
 
 // History is the flattened record of a race, ready to check and print.

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"github.com/fencepost/fencepost/fence/fencetest"
 	"math"
 
 	"github.com/anishathalye/porcupine"
@@ -46,23 +47,8 @@ const unknownHolder = math.MaxUint64
 var refusalMeansHeld = map[string]bool{"lease_held": true, "not_claimable": true}
 
 var leaseModel = porcupine.NondeterministicModel{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range h {
-			t := op.Input.(leaseInput).Task
-			if _, ok := by[t]; !ok {
-				order = append(order, t)
-			}
-			by[t] = append(by[t], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, t := range order {
-			out = append(out, by[t])
-		}
-		return out
-	},
-	Init: func() []any { return []any{leaseState{}} },
+	Partition: fencetest.PartitionBy(func(input any) string { return input.(leaseInput).Task }),
+	Init:      func() []any { return []any{leaseState{}} },
 	Step: func(state, input, output any) []any {
 		s, in, out := state.(leaseState), input.(leaseInput), output.(leaseOutput)
 		switch in.Kind {
