@@ -35,40 +35,29 @@ func (s *Store) runExpiry(ctx context.Context) {
 	}
 }
 
-// expiryState collects what the lessor needs from the model.
-func (s *Store) expiryState(now time.Time) expiryInput {
-	in := expiryInput{IntentsUntil: map[string]time.Time{}, Waiting: map[string]uint64{}}
+// planExpiry runs the lessor's plan over the committed state. The lessor
+// reads the model's leases in place, so the plan runs under the FSM's
+// read lock: applies wait for one map walk, not for a copy of every lease.
+func (s *Store) planExpiry(now time.Time) []lease.Command {
+	var cmds []lease.Command
 	s.fsm.read(func(m *lease.Model) {
-		in.Leases = m.LiveLeases()
-		for _, ls := range in.Leases {
-			if ls.Status != lease.StatusExpired {
-				continue
-			}
-			t, ok := m.Task(ls.TaskID)
-			if !ok {
-				continue
-			}
-			for _, e := range t.Journal {
-				if e.State == lease.EffectIntent && e.Epoch == ls.Epoch && e.Deadline.After(in.IntentsUntil[ls.TaskID]) {
-					in.IntentsUntil[ls.TaskID] = e.Deadline
-				}
-			}
-		}
+		in := expiryInput{Leases: m.LiveScan(), IntentsUntil: m.IntentsUntil, Sessions: m.SessionIDs()}
 		for _, id := range m.WaitingDue(now) {
 			if t, ok := m.Task(id); ok && t.Lease != nil {
+				if in.Waiting == nil {
+					in.Waiting = map[string]uint64{}
+				}
 				in.Waiting[id] = t.Lease.Epoch
 			}
 		}
-		for _, ss := range m.Sessions() {
-			in.Sessions = append(in.Sessions, ss.ID)
-		}
+		cmds = s.lessor.plan(in, s.cfg.ProposalsPerTick)
 	})
-	return in
+	return cmds
 }
 
 // expireOnce runs one tick; it returns the number of proposals made.
 func (s *Store) expireOnce(ctx context.Context) int {
-	cmds := s.lessor.plan(s.expiryState(s.clock.Now()), s.cfg.ProposalsPerTick)
+	cmds := s.planExpiry(s.clock.Now())
 	if len(cmds) == 0 {
 		return 0
 	}

@@ -1,8 +1,11 @@
 package raftstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
@@ -39,11 +42,18 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		return api.HeartbeatResponse{}, err
 	}
 	recv := s.clock.Now()
-	held, ok := s.sessionLeases(sessionID)
+	var (
+		ok      bool
+		renewed int
+	)
+	s.fsm.read(func(m *lease.Model) {
+		if ok = m.HasSession(sessionID); ok {
+			renewed = s.lessor.renew(recv, sessionID, m.SessionScan(sessionID))
+		}
+	})
 	if !ok {
 		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
 	}
-	renewed := s.lessor.renew(recv, sessionID, held)
 	if err := s.verify.wait(ctx); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
@@ -57,61 +67,64 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 	return resp, nil
 }
 
-func (s *Store) sessionLeases(sessionID string) ([]lease.Lease, bool) {
+// heartbeatReply builds the per-lease answer from the state after the
+// verify round, ordered by task id, reviving suspect leases on the way.
+func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	var (
-		held []lease.Lease
-		ok   bool
+		ok       bool
+		resp     = api.HeartbeatResponse{Leases: make([]api.LeaseState, 0, len(req.Leases))}
+		minTTL   time.Duration
+		suspects []lease.Lease
 	)
 	s.fsm.read(func(m *lease.Model) {
-		if _, ok = m.Session(sessionID); ok {
-			held = m.SessionLeases(sessionID)
+		if ok = m.HasSession(sessionID); !ok {
+			return
+		}
+		for l := range m.SessionScan(sessionID) {
+			st := api.LeaseState{TaskID: l.TaskID, Epoch: l.Epoch, Status: l.Status}
+			switch l.Status {
+			case lease.StatusActive:
+				st.ValidForMs = l.TTL.Milliseconds()
+				if minTTL == 0 || l.TTL < minTTL {
+					minTTL = l.TTL
+				}
+			case lease.StatusSuspectDead:
+				// Revived below, outside the read: a proposal waits for
+				// the apply, which needs the FSM's write lock.
+				suspects = append(suspects, *l)
+			default: // expired: waiting for the resume guard, never coming back
+				st.Signal = api.SignalLost
+				st.Reason = "lease expired"
+			}
+			resp.Leases = append(resp.Leases, st)
 		}
 	})
-	return held, ok
-}
-
-// heartbeatReply builds the per-lease answer from the state after the
-// verify round, reviving suspect leases on the way.
-func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	held, ok := s.sessionLeases(sessionID)
 	if !ok {
 		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
 	}
-	var (
-		resp   = api.HeartbeatResponse{Leases: []api.LeaseState{}}
-		minTTL time.Duration
-		seen   = map[leaseKey]bool{}
-	)
-	for _, l := range held {
-		seen[leaseKey{l.TaskID, l.Epoch}] = true
-		st := api.LeaseState{TaskID: l.TaskID, Epoch: l.Epoch, Status: l.Status}
-		switch l.Status {
-		case lease.StatusActive:
-			st.ValidForMs = l.TTL.Milliseconds()
-		case lease.StatusSuspectDead:
-			revived, err := s.revive(ctx, sessionID, l)
-			if err != nil {
-				return api.HeartbeatResponse{}, err
+	for _, l := range suspects {
+		revived, err := s.revive(ctx, sessionID, l)
+		if err != nil {
+			return api.HeartbeatResponse{}, err
+		}
+		i := slices.IndexFunc(resp.Leases, func(st api.LeaseState) bool { return st.TaskID == l.TaskID && st.Epoch == l.Epoch })
+		st := &resp.Leases[i]
+		if revived {
+			st.Status, st.Signal, st.ValidForMs = lease.StatusActive, api.SignalRevived, l.TTL.Milliseconds()
+			if minTTL == 0 || l.TTL < minTTL {
+				minTTL = l.TTL
 			}
-			if revived {
-				st.Status, st.Signal, st.ValidForMs = lease.StatusActive, api.SignalRevived, l.TTL.Milliseconds()
-			} else {
-				st.Signal = api.SignalLost
-			}
-		default: // expired: waiting for the resume guard, never coming back
+		} else {
 			st.Signal = api.SignalLost
-			st.Reason = "lease expired"
 		}
-		if st.ValidForMs > 0 && (minTTL == 0 || l.TTL < minTTL) {
-			minTTL = l.TTL
-		}
-		resp.Leases = append(resp.Leases, st)
 	}
+	slices.SortFunc(resp.Leases, cmpLeaseState)
+	live := len(resp.Leases)
 	for _, h := range req.Leases {
-		if seen[leaseKey{h.TaskID, h.Epoch}] {
+		if _, found := slices.BinarySearchFunc(resp.Leases[:live], api.LeaseState{TaskID: h.TaskID, Epoch: h.Epoch}, cmpLeaseState); found ||
+			slices.ContainsFunc(resp.Leases[live:], func(st api.LeaseState) bool { return st.TaskID == h.TaskID && st.Epoch == h.Epoch }) {
 			continue
 		}
-		seen[leaseKey{h.TaskID, h.Epoch}] = true
 		resp.Leases = append(resp.Leases, s.namedLeaseState(sessionID, h))
 	}
 	if minTTL == 0 {
@@ -120,6 +133,14 @@ func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.He
 	}
 	resp.ValidForMs = minTTL.Milliseconds()
 	return resp, nil
+}
+
+// cmpLeaseState orders lease states by task id, then epoch.
+func cmpLeaseState(a, b api.LeaseState) int {
+	if c := strings.Compare(a.TaskID, b.TaskID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Epoch, b.Epoch)
 }
 
 // revive proposes OpRevive for a suspect lease whose holder is alive after

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"hash/fnv"
+	"iter"
 	"sync"
 	"time"
 
@@ -35,13 +36,24 @@ type lessor struct {
 
 	leading    bool
 	promotedAt time.Time
-	deadlines  map[leaseKey]time.Time
+	deadlines  map[leaseKey]tracked
 	lastHB     map[string]time.Time
+	// gen numbers plan's scans: a deadline not seen by the latest scan
+	// belongs to a lease that ended and is dropped, without building a set
+	// of every live lease each tick.
+	gen uint64
+}
+
+// tracked is the in-memory deadline of one lease and the scan that last
+// saw the lease live.
+type tracked struct {
+	at  time.Time
+	gen uint64
 }
 
 func newLessor(clock Clock, grace, idle time.Duration) *lessor {
 	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1,
-		deadlines: map[leaseKey]time.Time{}, lastHB: map[string]time.Time{}}
+		deadlines: map[leaseKey]tracked{}, lastHB: map[string]time.Time{}}
 }
 
 // stagger returns the deterministic extra time promote gives lease k:
@@ -63,8 +75,8 @@ func (l *lessor) stagger(k leaseKey, ttl time.Duration) time.Duration {
 
 // extend sets k's deadline to at least d; deadlines never move back.
 func (l *lessor) extend(k leaseKey, d time.Time) {
-	if cur, ok := l.deadlines[k]; !ok || d.After(cur) {
-		l.deadlines[k] = d
+	if cur, ok := l.deadlines[k]; !ok || d.After(cur.at) {
+		l.deadlines[k] = tracked{at: d, gen: cur.gen}
 	}
 }
 
@@ -94,7 +106,7 @@ func (l *lessor) demote() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.leading = false
-	l.deadlines = map[leaseKey]time.Time{}
+	l.deadlines = map[leaseKey]tracked{}
 	l.lastHB = map[string]time.Time{}
 }
 
@@ -102,7 +114,7 @@ func (l *lessor) demote() {
 // alive and every live lease it holds gets recv + TTL. Suspect leases are
 // extended too, so the expiry loop cannot expire one whose revive is on
 // its way. It returns the number of leases renewed.
-func (l *lessor) renew(recv time.Time, session string, leases []lease.Lease) int {
+func (l *lessor) renew(recv time.Time, session string, leases iter.Seq[*lease.Lease]) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.leading {
@@ -112,7 +124,7 @@ func (l *lessor) renew(recv time.Time, session string, leases []lease.Lease) int
 		l.lastHB[session] = recv
 	}
 	n := 0
-	for _, ls := range leases {
+	for ls := range leases {
 		if ls.Status == lease.StatusActive || ls.Status == lease.StatusSuspectDead {
 			l.extend(leaseKey{ls.TaskID, ls.Epoch}, recv.Add(ls.TTL))
 			n++
@@ -147,8 +159,8 @@ func (l *lessor) deadline(ls lease.Lease) time.Time {
 
 func (l *lessor) deadlineLocked(ls lease.Lease) time.Time {
 	d := ls.ExpiresAt
-	if m, ok := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]; ok && m.After(d) {
-		d = m
+	if m, ok := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]; ok && m.at.After(d) {
+		d = m.at
 	}
 	return d
 }
@@ -161,16 +173,21 @@ func (l *lessor) lastHeartbeat(session string) (time.Time, bool) {
 	return t, ok
 }
 
-// expiryInput is what the expiry loop shows the lessor each tick.
+// expiryInput is what the expiry loop shows the lessor each tick. The
+// scans are the model's own leases (lease.Model.LiveScan), read under the
+// FSM's read lock, so a tick allocates nothing per lease.
 type expiryInput struct {
-	Leases []lease.Lease
-	// IntentsUntil maps an expired lease's task to the latest deadline of
-	// its epoch's in-flight journaled intents: the resume guard cannot pass
-	// before it, so proposing a reclaim earlier would only fill the log.
-	IntentsUntil map[string]time.Time
+	// Leases yields every live lease.
+	Leases iter.Seq[*lease.Lease]
+	// IntentsUntil returns, for an expired lease, the latest deadline of
+	// its epoch's in-flight journaled intents: the resume guard cannot
+	// pass before it, so proposing a reclaim earlier would only fill the
+	// log. Nil means none.
+	IntentsUntil func(task string, epoch uint64) (time.Time, bool)
 	// Waiting maps a task whose wait deadline passed to its paused epoch.
-	Waiting  map[string]uint64
-	Sessions []string
+	Waiting map[string]uint64
+	// Sessions yields every open session id.
+	Sessions iter.Seq[string]
 }
 
 // plan decides the leader's proposals for this tick, at most limit of
@@ -178,6 +195,8 @@ type expiryInput struct {
 // past deadline + grace, reclaim an expired one once its intents are out,
 // signal overdue waits, close idle sessions. Every command carries the
 // epoch it expects, so one that loses a race is a no-op in the model.
+// Leases are visited in map order; when more than limit are due, the rest
+// are proposed by the following ticks.
 func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -186,71 +205,76 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 	}
 	now := l.clock.Now()
 	var out []lease.Command
-	add := func(c lease.Command) bool {
-		if len(out) >= limit {
-			return false
-		}
+	add := func(c lease.Command) {
 		c.Time = now
 		out = append(out, c)
-		return true
 	}
-	live := make(map[leaseKey]bool, len(in.Leases))
-	for _, ls := range in.Leases {
-		k := leaseKey{ls.TaskID, ls.Epoch}
-		live[k] = true
-		if _, ok := l.deadlines[k]; !ok {
-			// Granted since promote: its replicated ExpiresAt is the
-			// grant time + TTL stamped by this leader.
-			l.deadlines[k] = ls.ExpiresAt
-		}
-		d := l.deadlineLocked(ls)
-		var c lease.Command
-		switch ls.Status {
-		case lease.StatusActive:
-			if !now.After(d) {
-				continue
+	l.gen++
+	if in.Leases != nil {
+		for ls := range in.Leases {
+			k := leaseKey{ls.TaskID, ls.Epoch}
+			tr, ok := l.deadlines[k]
+			if !ok {
+				// Granted since promote: its replicated ExpiresAt is the
+				// grant time + TTL stamped by this leader.
+				tr.at = ls.ExpiresAt
 			}
-			c = lease.Command{Op: lease.OpSuspect, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "heartbeat overdue"}
-		case lease.StatusSuspectDead:
-			if !now.After(d.Add(l.grace)) {
-				continue
+			tr.gen = l.gen
+			l.deadlines[k] = tr
+			if len(out) >= limit {
+				continue // keep marking, so the sweep below stays right
 			}
-			c = lease.Command{Op: lease.OpExpire, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "grace over"}
-		case lease.StatusExpired:
-			if until, ok := in.IntentsUntil[ls.TaskID]; ok && now.Before(until) {
-				continue
+			d := ls.ExpiresAt
+			if tr.at.After(d) {
+				d = tr.at
 			}
-			c = lease.Command{Op: lease.OpReclaim, TaskID: ls.TaskID, Epoch: ls.Epoch}
-		default:
-			continue
-		}
-		if !add(c) {
-			return out
+			switch ls.Status {
+			case lease.StatusActive:
+				if now.After(d) {
+					add(lease.Command{Op: lease.OpSuspect, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "heartbeat overdue"})
+				}
+			case lease.StatusSuspectDead:
+				if now.After(d.Add(l.grace)) {
+					add(lease.Command{Op: lease.OpExpire, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "grace over"})
+				}
+			case lease.StatusExpired:
+				if in.IntentsUntil != nil {
+					if until, ok := in.IntentsUntil(ls.TaskID, ls.Epoch); ok && now.Before(until) {
+						continue
+					}
+				}
+				add(lease.Command{Op: lease.OpReclaim, TaskID: ls.TaskID, Epoch: ls.Epoch})
+			}
 		}
 	}
 	// Forget deadlines of leases that are no longer live.
-	for k := range l.deadlines {
-		if !live[k] {
+	for k, tr := range l.deadlines {
+		if tr.gen != l.gen {
 			delete(l.deadlines, k)
 		}
 	}
+	if len(out) >= limit {
+		return out[:limit]
+	}
 	for task, epoch := range in.Waiting {
-		if !add(lease.Command{Op: lease.OpSignal, TaskID: task, Epoch: epoch, Reason: "wait deadline passed"}) {
+		if len(out) >= limit {
 			return out
 		}
+		add(lease.Command{Op: lease.OpSignal, TaskID: task, Epoch: epoch, Reason: "wait deadline passed"})
 	}
-	open := make(map[string]bool, len(in.Sessions))
-	for _, s := range in.Sessions {
+	if in.Sessions == nil {
+		return out
+	}
+	open := make(map[string]bool, len(l.lastHB))
+	for s := range in.Sessions {
 		open[s] = true
 		t, ok := l.lastHB[s]
 		if !ok {
 			l.lastHB[s] = now
 			continue
 		}
-		if now.Sub(t) > l.idle {
-			if !add(lease.Command{Op: lease.OpCloseSession, SessionID: s, Reason: "session idle"}) {
-				return out
-			}
+		if now.Sub(t) > l.idle && len(out) < limit {
+			add(lease.Command{Op: lease.OpCloseSession, SessionID: s, Reason: "session idle"})
 		}
 	}
 	for s := range l.lastHB {

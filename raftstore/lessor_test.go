@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"iter"
 	"sync"
 	"testing"
 	"time"
@@ -69,13 +70,10 @@ func (lm *lessorModel) grant(task, session string) lease.Lease {
 
 // tick runs one expiry plan and applies it; it returns the ops proposed.
 func (lm *lessorModel) tick() []lease.Op {
-	in := expiryInput{Leases: lm.m.LiveLeases(), Waiting: map[string]uint64{}}
+	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil, Waiting: map[string]uint64{}, Sessions: lm.m.SessionIDs()}
 	for _, id := range lm.m.WaitingDue(lm.clock.Now()) {
 		t, _ := lm.m.Task(id)
 		in.Waiting[id] = t.Lease.Epoch
-	}
-	for _, s := range lm.m.Sessions() {
-		in.Sessions = append(in.Sessions, s.ID)
 	}
 	var ops []lease.Op
 	for _, c := range lm.l.plan(in, 100) {
@@ -92,7 +90,7 @@ func (lm *lessorModel) status(task string) lease.Status {
 }
 
 func (lm *lessorModel) heartbeat(session string) {
-	lm.l.renew(lm.clock.Now(), session, lm.m.SessionLeases(session))
+	lm.l.renew(lm.clock.Now(), session, lm.m.SessionScan(session))
 }
 
 func TestLessorRenewExtends(t *testing.T) {
@@ -168,7 +166,10 @@ func TestLessorReclaimWaitsForIntents(t *testing.T) {
 	lm.clock.Advance(lGrace + time.Millisecond)
 	lm.tick()
 	require.Equal(t, lease.StatusExpired, lm.status("a"))
-	in := expiryInput{Leases: lm.m.LiveLeases(), IntentsUntil: map[string]time.Time{"a": g.AcquiredAt.Add(lTTL + lGrace + 5*time.Second)}}
+	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil}
+	until, ok := lm.m.IntentsUntil("a", g.Epoch)
+	require.True(t, ok)
+	require.Equal(t, g.AcquiredAt.Add(lTTL+lGrace+5*time.Second), until)
 	require.Empty(t, lm.l.plan(in, 10), "no reclaim while an intent is in flight")
 	lm.clock.Advance(5 * time.Second)
 	cmds := lm.l.plan(in, 10)
@@ -188,7 +189,7 @@ func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 	// One lease was renewed by this node far into the future earlier
 	// (it led before, and LeaderCh coalesced the change): keep it.
 	far := start.Add(time.Hour)
-	l.deadlines[leaseKey{leases[0].TaskID, leases[0].Epoch}] = far
+	l.deadlines[leaseKey{leases[0].TaskID, leases[0].Epoch}] = tracked{at: far}
 	l.promote(leases, []string{"s1"})
 
 	distinct := map[time.Time]bool{}
@@ -214,13 +215,13 @@ func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 	require.False(t, l.deadline(leases[5]).Before(c.Now().Add(lTTL)))
 
 	// Nothing expires before now + TTL after a promote.
-	in := expiryInput{Leases: leases}
+	in := expiryInput{Leases: seqOf(leases)}
 	c.Advance(lTTL - time.Millisecond)
 	require.Empty(t, l.plan(in, 1000))
 
 	l.demote()
 	require.Empty(t, l.plan(in, 1000), "a demoted lessor proposes nothing")
-	require.Zero(t, l.renew(c.Now(), "s1", leases), "a demoted lessor renews nothing")
+	require.Zero(t, l.renew(c.Now(), "s1", seqOf(leases)), "a demoted lessor renews nothing")
 }
 
 func TestLessorRateLimitAndIdleSessions(t *testing.T) {
@@ -231,7 +232,7 @@ func TestLessorRateLimitAndIdleSessions(t *testing.T) {
 		lm.grant("t"+string(rune('a'+i)), "s"+string(rune('a'+i)))
 	}
 	lm.clock.Advance(lTTL + time.Millisecond)
-	require.Len(t, lm.l.plan(expiryInput{Leases: lm.m.LiveLeases()}, 3), 3, "at most limit proposals per tick")
+	require.Len(t, lm.l.plan(expiryInput{Leases: lm.m.LiveScan()}, 3), 3, "at most limit proposals per tick")
 	ops := lm.tick()
 	require.Len(t, ops, 10)
 
@@ -261,4 +262,41 @@ func TestLessorWaitDeadlineSignals(t *testing.T) {
 	require.Equal(t, []lease.Op{lease.OpSignal}, lm.tick())
 	tk, _ := lm.m.Task("a")
 	require.Equal(t, lease.TaskPending, tk.State)
+}
+
+// seqOf yields pointers into leases, the shape of lease.Model.LiveScan.
+func seqOf(leases []lease.Lease) iter.Seq[*lease.Lease] {
+	return func(yield func(*lease.Lease) bool) {
+		for i := range leases {
+			if !yield(&leases[i]) {
+				return
+			}
+		}
+	}
+}
+
+func TestLessorForgetsEndedLeasesOnly(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	var grants []lease.Lease
+	for i := range 6 {
+		grants = append(grants, lm.grant("t"+string(rune('a'+i)), "s"+string(rune('a'+i))))
+	}
+	require.Empty(t, lm.tick())
+	require.Len(t, lm.l.deadlines, 6, "every live lease is tracked")
+
+	// Session sa keeps heartbeating; the others go quiet.
+	lm.clock.Advance(lTTL / 2)
+	lm.heartbeat("sa")
+	kept := lm.l.deadline(grants[0])
+	res := lm.apply(lease.Command{Op: lease.OpRelease, TaskID: "tb", SessionID: "sb", Epoch: grants[1].Epoch, Outcome: "given_back"})
+	require.NoError(t, res.Err)
+
+	// More leases are due than one tick may propose: the limited tick must
+	// still keep the renewed deadline and drop only the released lease.
+	lm.clock.Advance(lTTL/2 + time.Millisecond)
+	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil, Sessions: lm.m.SessionIDs()}
+	require.Len(t, lm.l.plan(in, 2), 2)
+	require.Len(t, lm.l.deadlines, 5, "the released lease is forgotten")
+	require.Equal(t, kept, lm.l.deadline(grants[0]), "a live lease keeps its renewal across a limited tick")
 }

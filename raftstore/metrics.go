@@ -142,7 +142,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	var sessions int
 	c.s.fsm.read(func(m *lease.Model) {
 		tasks, sessions = m.Counts()
-		for _, l := range m.LiveLeases() {
+		for l := range m.LiveScan() {
 			leases[l.Status]++
 		}
 	})
