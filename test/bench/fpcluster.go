@@ -45,6 +45,9 @@ func fpServerConfig(n *fpNode, bootstrap bool, join []string) string {
 	if len(join) > 0 {
 		fmt.Fprintf(&b, "join: [%s]\n", strings.Join(join, ", "))
 	}
+	if prof != nil {
+		b.WriteString("pprof: true\n")
+	}
 	fmt.Fprintf(&b, "log:\n  level: warn\nleases:\n  profiles:\n    %s:\n      ttl: %ds\n      heartbeat: %ds\n",
 		benchProfile, benchTTL, benchTTL/3)
 	return b.String()
@@ -99,6 +102,7 @@ func (c *fpCluster) startNode(n *fpNode) error {
 		return err
 	}
 	n.proc = p
+	prof.register(p.pid(), n.id, n.httpAddr)
 	err = waitFor(15*time.Second, n.id+" http", func() error {
 		if p.exited() {
 			return fmt.Errorf("exited: %s", p.tail(800))

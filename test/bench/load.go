@@ -29,7 +29,9 @@ type Measure struct {
 // pids and of the harness itself, and records it in the Measure.
 func metered(pids []int, f func() Measure) Measure {
 	srv, cli := startCPU(pids), startCPU([]int{os.Getpid()})
+	profiled := prof.capture(pids, profileDur)
 	m := f()
+	profiled()
 	el := time.Since(srv.t0).Seconds()
 	sec := srv.seconds()
 	m.ServerCores, m.ClientCores = sec/el, cli.seconds()/el

@@ -69,6 +69,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory (logs, data dirs)")
 	fpBin := flag.String("fencepost", "", "use this fencepost binary instead of building ./cmd/fencepost")
 	from := flag.String("from", "", "run nothing: re-render the tables and --md from this raw results JSON")
+	profDir := flag.String("profile", "", "serve pprof on the fencepost nodes and save a CPU profile of every metered fencepost run into this directory")
 	flag.Parse()
 	if *from != "" {
 		if err := rerender(*from, *md); err != nil {
@@ -108,6 +109,12 @@ func main() {
 		cleanup()
 		os.Exit(130)
 	}()
+	if *profDir != "" {
+		if err := os.MkdirAll(*profDir, 0o755); err != nil {
+			fatal(err)
+		}
+		prof, profileDur = &profiler{dir: *profDir}, plan.Dur-plan.Dur%time.Second
+	}
 	res := &Results{Mode: mode, Settings: plan}
 	h := &harness{plan: plan, res: res, root: root, dir: dir, only: parseOnly(*only), prebuilt: *fpBin}
 	runErr := h.run()
