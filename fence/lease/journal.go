@@ -16,7 +16,7 @@ func (m *Model) intent(c *Command) Result {
 	if c.Effect == nil || c.Effect.Key == "" {
 		return Result{Err: fmt.Errorf("%w: effect key is required", ErrInvalid)}
 	}
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}
@@ -52,7 +52,7 @@ func (m *Model) outcome(c *Command) Result {
 	if c.Effect == nil || c.Effect.Key == "" {
 		return Result{Err: fmt.Errorf("%w: effect key is required", ErrInvalid)}
 	}
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}

@@ -10,7 +10,7 @@ import (
 
 func TestWireDurationsInMilliseconds(t *testing.T) {
 	l := Lease{LeaseID: "l1", TaskID: "t1", Epoch: 7, TTL: 21 * time.Second, Status: StatusActive}
-	task := Task{ID: "t1", TTL: 21 * time.Second, Heartbeat: 7 * time.Second, State: TaskLeased, Lease: &l, History: []Lease{l}, qidx: -1}
+	task := Task{ID: "t1", TTL: 21 * time.Second, Heartbeat: 7 * time.Second, State: TaskLeased, Lease: &l, History: []Lease{l}}
 	b, err := json.Marshal(task)
 	require.NoError(t, err)
 	var m map[string]any
@@ -23,7 +23,6 @@ func TestWireDurationsInMilliseconds(t *testing.T) {
 
 	var back Task
 	require.NoError(t, json.Unmarshal(b, &back))
-	back.qidx = -1
 	require.Equal(t, task, back)
 
 	// A sub-millisecond remainder survives: snapshots restore exactly.

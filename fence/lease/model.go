@@ -1,21 +1,14 @@
 package lease
 
 import (
-	"errors"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
-// DedupWindow is how long, in leader-stamped time, a request id is
-// remembered. A client retrying after ErrLeadershipLost does so within
-// seconds; ten minutes leaves a wide margin.
-const DedupWindow = 10 * time.Minute
-
-// DedupMax bounds the remembered request ids regardless of age.
-const DedupMax = 200_000
-
 // Model is the replicated state. It is not safe for concurrent use: the FSM
-// serialises Apply and guards reads with its own lock.
+// serialises Apply and guards reads with its own lock. A View taken from it
+// may be written out concurrently with later Applies (view.go).
 type Model struct {
 	tasks    map[string]*Task
 	sessions map[string]*Session
@@ -24,24 +17,15 @@ type Model struct {
 	held  map[string]map[string]struct{}
 	queue claimQueue
 
-	dedup      map[string]dedupEntry
-	dedupOrder []dedupRef
+	dedup dedupLog
 	// lastIndex is the raft index of the last applied command.
 	lastIndex uint64
-}
 
-type dedupEntry struct {
-	Index  uint64    `json:"i"`
-	Code   string    `json:"c,omitempty"`
-	TaskID string    `json:"t,omitempty"`
-	Epoch  uint64    `json:"e,omitempty"`
-	Key    string    `json:"k,omitempty"`
-	At     time.Time `json:"at"`
-}
-
-type dedupRef struct {
-	ID string    `json:"id"`
-	At time.Time `json:"at"`
+	// gen is bumped by every View; views counts the views not yet
+	// released. While views > 0 a task of an older generation is copied
+	// before it is changed (writable).
+	gen   uint64
+	views atomic.Int32
 }
 
 // New returns an empty model.
@@ -50,7 +34,7 @@ func New() *Model {
 		tasks:    map[string]*Task{},
 		sessions: map[string]*Session{},
 		held:     map[string]map[string]struct{}{},
-		dedup:    map[string]dedupEntry{},
+		dedup:    newDedupLog(),
 	}
 }
 
@@ -62,28 +46,52 @@ func (m *Model) Apply(index uint64, cmd *Command) Result {
 	if index > m.lastIndex {
 		m.lastIndex = index
 	}
-	m.pruneDedup(cmd.Time)
+	m.dedup.prune(cmd.Time, m.views.Load() > 0)
 	if cmd.RequestID != "" {
-		if d, ok := m.dedup[cmd.RequestID]; ok {
+		if d, ok := m.dedup.get(cmd.RequestID); ok {
 			return m.replay(d)
 		}
 	}
 	res := m.apply(index, cmd)
 	if cmd.RequestID != "" {
-		d := dedupEntry{Index: index, Code: errCode(res.Err), At: cmd.Time}
+		d := dedupRec{id: cmd.RequestID, index: index, code: codeOf(res.Err), at: cmd.Time}
 		if res.Task != nil {
-			d.TaskID = res.Task.ID
+			d.taskID = res.Task.ID // shares the model's copy of the id
 		}
 		if res.Lease != nil {
-			d.Epoch = res.Lease.Epoch
+			d.epoch = res.Lease.Epoch
 		}
 		if res.Effect != nil {
-			d.Key = res.Effect.Key
+			d.key = res.Effect.Key
 		}
-		m.dedup[cmd.RequestID] = d
-		m.dedupOrder = append(m.dedupOrder, dedupRef{ID: cmd.RequestID, At: cmd.Time})
+		m.dedup.add(d)
 	}
 	return res
+}
+
+// writable returns t ready to be changed: t itself, or, while a snapshot
+// view may read t, a private copy that replaces it in the model. Every
+// transition changes tasks only through it.
+func (m *Model) writable(t *Task) *Task {
+	if t.gen == m.gen || m.views.Load() == 0 {
+		return t
+	}
+	c := t.clone()
+	c.gen = m.gen
+	if c.q = t.q; c.q != nil {
+		c.q.t = c
+	}
+	m.tasks[c.ID] = c
+	return c
+}
+
+// task returns the task with id, writable.
+func (m *Model) task(id string) (*Task, bool) {
+	t, ok := m.tasks[id]
+	if !ok {
+		return nil, false
+	}
+	return m.writable(t), true
 }
 
 func (m *Model) apply(index uint64, c *Command) Result {
@@ -128,80 +136,24 @@ func (m *Model) apply(index uint64, c *Command) Result {
 	return Result{Err: ErrInvalid}
 }
 
-func (m *Model) pruneDedup(now time.Time) {
-	n := 0
-	for n < len(m.dedupOrder) {
-		r := m.dedupOrder[n]
-		if len(m.dedupOrder)-n <= DedupMax && now.Sub(r.At) < DedupWindow {
-			break
-		}
-		delete(m.dedup, r.ID)
-		n++
-	}
-	if n > 0 {
-		// Drop the prefix in place: copying the rest on every prune made
-		// each Apply O(remembered ids) once ids expire one per command.
-		// append moves the live part to a new array when it grows.
-		clear(m.dedupOrder[:n])
-		m.dedupOrder = m.dedupOrder[n:]
-	}
-}
-
 // replay rebuilds the result of a request applied before, from what is left
 // of it now: the error, and the lease with the epoch it produced.
-func (m *Model) replay(d dedupEntry) Result {
-	res := Result{Err: codeErr(d.Code), Duplicate: true}
-	t := m.tasks[d.TaskID]
+func (m *Model) replay(d *dedupRec) Result {
+	res := Result{Err: d.code.err(), Duplicate: true}
+	t := m.tasks[d.taskID]
 	if t == nil {
 		return res
 	}
 	res.Task = t.clone()
-	if d.Epoch != 0 {
-		res.Lease = t.leaseWithEpoch(d.Epoch)
+	if d.epoch != 0 {
+		res.Lease = t.leaseWithEpoch(d.epoch)
 	}
-	if d.Key != "" {
-		if e := t.effect(d.Key); e != nil {
+	if d.key != "" {
+		if e := t.effect(d.key); e != nil {
 			res.Effect = e.clone()
 		}
 	}
 	return res
-}
-
-var errCodes = map[error]string{
-	ErrInvalid: "invalid", ErrTaskNotFound: "task_not_found", ErrTaskExists: "task_exists",
-	ErrSessionNotFound: "session_not_found", ErrLeaseHeld: "lease_held", ErrTaskWaiting: "task_waiting",
-	ErrTaskFinal: "task_final", ErrNotClaimable: "not_claimable", ErrNoTask: "no_task",
-	ErrStaleEpoch: "stale_epoch", ErrNotHolder: "not_holder", ErrLeaseNotActive: "lease_not_active",
-	ErrCheckpointSeq: "checkpoint_seq", ErrNotWaiting: "not_waiting", ErrIntentsInFlight: "intents_in_flight",
-	ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full",
-}
-
-// ErrorCode returns the stable short name of a model error ("" for nil).
-// The HTTP layer uses it as the tail of a problem type.
-func ErrorCode(err error) string { return errCode(err) }
-
-func errCode(err error) string {
-	if err == nil {
-		return ""
-	}
-	for e, c := range errCodes {
-		if errors.Is(err, e) {
-			return c
-		}
-	}
-	return "invalid"
-}
-
-func codeErr(code string) error {
-	if code == "" {
-		return nil
-	}
-	for e, c := range errCodes {
-		if c == code {
-			return e
-		}
-	}
-	return ErrInvalid
 }
 
 // LastIndex returns the raft index of the last applied command.
@@ -325,7 +277,7 @@ func (m *Model) Counts() (tasks map[TaskState]int, sessions int) {
 // does) without touching replicated state.
 func (t *Task) clone() *Task {
 	c := *t
-	c.qidx = 0
+	c.q, c.gen = nil, 0
 	if t.Lease != nil {
 		l := *t.Lease
 		c.Lease = &l

@@ -105,8 +105,8 @@ func BenchmarkApplyDedupSteadyState(b *testing.B) {
 			for b.Loop() {
 				apply()
 			}
-			if len(m.dedup) > window+1 {
-				b.Fatalf("%d ids remembered, window %d", len(m.dedup), window)
+			if m.dedup.len() > window+1 {
+				b.Fatalf("%d ids remembered, window %d", m.dedup.len(), window)
 			}
 		})
 	}

@@ -118,7 +118,7 @@ func (s *sim) step(t *rapid.T, st step) {
 	// Expectations computed before applying.
 	wantDup := false
 	if c.RequestID != "" {
-		if d, ok := s.a.dedup[c.RequestID]; ok && s.now.Sub(d.At) < DedupWindow {
+		if d, ok := s.a.dedup.get(c.RequestID); ok && s.now.Sub(d.at) < DedupWindow {
 			wantDup = true
 		}
 	}
@@ -388,9 +388,11 @@ func (s *sim) check(t *rapid.T, c Command, r Result) {
 
 	// The claim queue holds exactly the pending tasks.
 	require.Len(t, m.queue.items, pending, "claim queue size")
-	for i, tk := range m.queue.items {
+	for i, s := range m.queue.items {
+		tk := s.t
 		require.Equal(t, TaskPending, tk.State)
-		require.Equal(t, i, tk.qidx)
+		require.Equal(t, i, s.idx)
+		require.Same(t, s, tk.q)
 		require.Same(t, m.tasks[tk.ID], tk)
 	}
 }

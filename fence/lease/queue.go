@@ -5,12 +5,23 @@ import "container/heap"
 // claimQueue orders claimable tasks: higher priority first, then the one
 // claimable longest, then the smaller id, so claims are deterministic on
 // every replica.
-type claimQueue struct{ items []*Task }
+//
+// The heap moves qslots, not tasks: a task only points at its slot, so
+// reordering the heap never writes to a task. Tasks a snapshot view still
+// reads (view.go) must not be written, and the heap reorders tasks other
+// than the one an Apply changes.
+type claimQueue struct{ items []*qslot }
+
+// qslot is a queued task's place in the heap.
+type qslot struct {
+	t   *Task
+	idx int
+}
 
 func (q *claimQueue) Len() int { return len(q.items) }
 
 func (q *claimQueue) Less(i, j int) bool {
-	a, b := q.items[i], q.items[j]
+	a, b := q.items[i].t, q.items[j].t
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
@@ -22,42 +33,45 @@ func (q *claimQueue) Less(i, j int) bool {
 
 func (q *claimQueue) Swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.items[i].qidx, q.items[j].qidx = i, j
+	q.items[i].idx, q.items[j].idx = i, j
 }
 
 func (q *claimQueue) Push(x any) {
-	t := x.(*Task)
-	t.qidx = len(q.items)
-	q.items = append(q.items, t)
+	s := x.(*qslot)
+	s.idx = len(q.items)
+	q.items = append(q.items, s)
 }
 
 func (q *claimQueue) Pop() any {
 	n := len(q.items) - 1
-	t := q.items[n]
+	s := q.items[n]
 	q.items[n] = nil
 	q.items = q.items[:n]
-	t.qidx = -1
-	return t
+	s.idx = -1
+	return s
 }
 
+// push queues t, or moves it to its new place if it is queued already.
 func (q *claimQueue) push(t *Task) {
-	if t.qidx >= 0 && t.qidx < len(q.items) && q.items[t.qidx] == t {
-		heap.Fix(q, t.qidx)
+	if s := t.q; s != nil {
+		heap.Fix(q, s.idx)
 		return
 	}
-	heap.Push(q, t)
+	t.q = &qslot{t: t}
+	heap.Push(q, t.q)
 }
 
+// remove takes t out of the queue, if it is queued.
 func (q *claimQueue) remove(t *Task) {
-	if t.qidx >= 0 && t.qidx < len(q.items) && q.items[t.qidx] == t {
-		heap.Remove(q, t.qidx)
+	if s := t.q; s != nil {
+		heap.Remove(q, s.idx)
+		t.q = nil
 	}
-	t.qidx = -1
 }
 
 func (q *claimQueue) peek() *Task {
 	if len(q.items) == 0 {
 		return nil
 	}
-	return q.items[0]
+	return q.items[0].t
 }

@@ -2,15 +2,18 @@ package lease
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 )
 
 // snapshotVersion is bumped when the snapshot layout changes incompatibly.
 const snapshotVersion = 1
 
+// snapshot is the layout of a model snapshot: one JSON object with these
+// keys, in this order, then a newline. View.WriteTo streams it and
+// ReadSnapshot reads it element by element, so neither holds the whole
+// encoding in memory; the type itself documents the layout (and tests
+// decode into it).
 type snapshot struct {
 	Version    int                   `json:"version"`
 	LastIndex  uint64                `json:"lastIndex"`
@@ -23,56 +26,10 @@ type snapshot struct {
 // WriteSnapshot writes the whole model to w. Tasks and sessions are written
 // in id order so equal models produce equal bytes (Hash relies on it).
 func (m *Model) WriteSnapshot(w io.Writer) error {
-	s := snapshot{
-		Version: snapshotVersion, LastIndex: m.lastIndex,
-		Sessions: m.Sessions(), Dedup: m.dedup, DedupOrder: m.dedupOrder,
-	}
-	ids := make([]string, 0, len(m.tasks))
-	for id := range m.tasks {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	s.Tasks = make([]*Task, len(ids))
-	for i, id := range ids {
-		s.Tasks[i] = m.tasks[id]
-	}
-	return json.NewEncoder(w).Encode(&s)
-}
-
-// ReadSnapshot replaces the model's state with a snapshot written by
-// WriteSnapshot, rebuilding the derived indexes.
-func (m *Model) ReadSnapshot(r io.Reader) error {
-	var s snapshot
-	if err := json.NewDecoder(r).Decode(&s); err != nil {
-		return fmt.Errorf("lease: decode snapshot: %w", err)
-	}
-	if s.Version != snapshotVersion {
-		return fmt.Errorf("lease: snapshot version %d, want %d", s.Version, snapshotVersion)
-	}
-	n := New()
-	n.lastIndex = s.LastIndex
-	for _, ss := range s.Sessions {
-		n.sessions[ss.ID] = ss
-	}
-	for _, t := range s.Tasks {
-		t.qidx = -1
-		n.tasks[t.ID] = t
-		if t.State == TaskPending {
-			n.queue.push(t)
-		}
-		if l := t.Lease; l != nil && l.Status.Live() {
-			if n.held[l.SessionID] == nil {
-				n.held[l.SessionID] = map[string]struct{}{}
-			}
-			n.held[l.SessionID][t.ID] = struct{}{}
-		}
-	}
-	if s.Dedup != nil {
-		n.dedup = s.Dedup
-	}
-	n.dedupOrder = s.DedupOrder
-	*m = *n
-	return nil
+	v := m.View()
+	defer v.Release()
+	_, err := v.WriteTo(w)
+	return err
 }
 
 // Hash returns a digest of the whole state. Replicas that applied the same

@@ -193,12 +193,12 @@ func requireSameReads(t *testing.T, m, n *Model, now time.Time) {
 
 // queueOrder lists the claim queue in the order claims would take it.
 func queueOrder(m *Model) []string {
-	items := append([]*Task(nil), m.queue.items...)
+	items := append([]*qslot(nil), m.queue.items...)
 	q := claimQueue{items: items}
 	sort.Slice(items, func(i, j int) bool { return q.Less(i, j) })
 	out := []string{}
-	for _, t := range items {
-		out = append(out, t.ID)
+	for _, s := range items {
+		out = append(out, s.t.ID)
 	}
 	return out
 }

@@ -25,7 +25,7 @@ func (m *Model) closeSession(c *Command) Result {
 	}
 	var res Result
 	for tid := range m.held[c.SessionID] {
-		t := m.tasks[tid]
+		t := m.writable(m.tasks[tid])
 		if t.Lease.Status == StatusActive {
 			m.endLease(t, StatusReleased, c, "session closed")
 			m.makeClaimable(t, c)
@@ -54,7 +54,7 @@ func (m *Model) newTask(c *Command) *Task {
 	t := &Task{
 		ID: c.TaskID, Profile: c.Profile, TTL: c.TTL, Heartbeat: c.Heartbeat,
 		Priority: c.Priority, Payload: c.Payload, State: TaskPending,
-		CreatedAt: c.Time, UpdatedAt: c.Time, ClaimableAt: c.Time, qidx: -1,
+		CreatedAt: c.Time, UpdatedAt: c.Time, ClaimableAt: c.Time, gen: m.gen,
 	}
 	m.tasks[t.ID] = t
 	m.queue.push(t)
@@ -69,7 +69,7 @@ func (m *Model) acquire(index uint64, c *Command) Result {
 	if !ok {
 		return Result{Err: ErrSessionNotFound}
 	}
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		if !c.Create || c.TTL <= 0 {
 			return Result{Err: ErrTaskNotFound}
@@ -107,6 +107,7 @@ func (m *Model) claim(index uint64, c *Command) Result {
 	if t == nil {
 		return Result{Err: ErrNoTask}
 	}
+	t = m.writable(t)
 	m.grant(index, t, s, c)
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(index)}
 }
@@ -141,7 +142,7 @@ func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 // holderLease returns the task's lease if the command names its current
 // epoch, comes from its session, and the lease is active.
 func (m *Model) holderLease(c *Command) (*Task, *Lease, error) {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return nil, nil, ErrTaskNotFound
 	}
@@ -195,7 +196,7 @@ func (m *Model) wait(c *Command) Result {
 }
 
 func (m *Model) signal(c *Command) Result {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}
@@ -217,7 +218,7 @@ func (m *Model) signal(c *Command) Result {
 // release ends the holder's lease. It is accepted from suspect_dead too: no
 // other owner was let in, so the holder finishing is still the only history.
 func (m *Model) release(c *Command) Result {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}
@@ -249,7 +250,7 @@ func (m *Model) release(c *Command) Result {
 // revoke takes the lease away (operator or detected conflict). Epoch 0
 // revokes whatever lease is live. The task becomes claimable.
 func (m *Model) revoke(c *Command) Result {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}
@@ -266,7 +267,7 @@ func (m *Model) revoke(c *Command) Result {
 }
 
 func (m *Model) cancel(c *Command) Result {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}
@@ -286,7 +287,7 @@ func (m *Model) cancel(c *Command) Result {
 }
 
 func (m *Model) deleteTask(c *Command) Result {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.tasks[c.TaskID] // read only: the task is dropped, not changed
 	if !ok {
 		return Result{Err: ErrTaskNotFound}
 	}
@@ -302,7 +303,7 @@ func (m *Model) deleteTask(c *Command) Result {
 // proposal that lost a race (the holder heartbeated, released, or a new
 // grant happened) is a harmless no-op.
 func (m *Model) leaderLease(c *Command, want Status) (*Task, *Lease, error) {
-	t, ok := m.tasks[c.TaskID]
+	t, ok := m.task(c.TaskID)
 	if !ok {
 		return nil, nil, ErrTaskNotFound
 	}

@@ -975,8 +975,8 @@ func TestRequestIDDedup(t *testing.T) {
 	require.True(t, h.ok(cp).Duplicate, "rid-cp is younger")
 	h.advance(time.Hour)
 	h.apply(openS("s1"))
-	require.Len(t, h.m.dedup, 0, "every old id was pruned")
-	require.Len(t, h.m.dedupOrder, 0)
+	require.Zero(t, h.m.dedup.len(), "every old id was pruned")
+	require.Empty(t, h.m.dedup.byID)
 }
 
 func TestResultCopiesAreIndependent(t *testing.T) {
@@ -1058,14 +1058,24 @@ func TestReads(t *testing.T) {
 }
 
 func TestErrorCodes(t *testing.T) {
-	seen := map[string]error{}
-	for e, code := range errCodes {
-		require.NotEmpty(t, code)
-		require.NotContains(t, seen, code, "duplicate code")
-		seen[code] = e
-		require.Equal(t, code, ErrorCode(fmt.Errorf("wrapped: %w", e)))
-		require.Equal(t, e, codeErr(code))
+	// The names are written to snapshots and problem types: pinned here.
+	stable := map[error]string{
+		ErrInvalid: "invalid", ErrTaskNotFound: "task_not_found", ErrTaskExists: "task_exists",
+		ErrSessionNotFound: "session_not_found", ErrLeaseHeld: "lease_held", ErrTaskWaiting: "task_waiting",
+		ErrTaskFinal: "task_final", ErrNotClaimable: "not_claimable", ErrNoTask: "no_task",
+		ErrStaleEpoch: "stale_epoch", ErrNotHolder: "not_holder", ErrLeaseNotActive: "lease_not_active",
+		ErrCheckpointSeq: "checkpoint_seq", ErrNotWaiting: "not_waiting", ErrIntentsInFlight: "intents_in_flight",
+		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full",
 	}
+	require.Len(t, errCodeNames, len(stable)+1)
+	require.Len(t, errCodeErrs, len(stable)+1)
+	for e, code := range stable {
+		require.Equal(t, code, ErrorCode(fmt.Errorf("wrapped: %w", e)))
+		require.Equal(t, e, codeNamed(code).err())
+		require.Equal(t, code, codeNamed(code).String())
+	}
+	require.Equal(t, errCodeID(0), codeNamed(""))
+	require.Equal(t, codeInvalid, codeNamed("from-a-newer-version"))
 	require.Equal(t, "", ErrorCode(nil))
 	require.Equal(t, "invalid", ErrorCode(errors.New("other")))
 	require.Equal(t, "unknown", Op(0).String())

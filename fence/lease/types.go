@@ -128,7 +128,12 @@ type Task struct {
 	Reason       string        `json:"reason,omitempty"`
 	Journal      []*Effect     `json:"journal,omitempty"`
 
-	qidx int // position in the claim queue, -1 when not queued; derived
+	// q is the task's slot in the claim queue, nil when not queued; derived.
+	q *qslot
+	// gen is the model generation the task was created or last copied in:
+	// a task older than the model's generation may be read by a snapshot
+	// view and is copied before it is changed (view.go).
+	gen uint64
 }
 
 // Session is one sidecar's liveness handle. Heartbeats renew it (and every
