@@ -55,3 +55,30 @@ func TestRealFollowerForwarding(t *testing.T) {
 	r = do(t, "GET", "http://"+follower.HTTP.Addr()+api.PathReady, nil)
 	require.Equal(t, http.StatusOK, r.status)
 }
+
+// A write replies with the task without its lease history and journal, so
+// the reply stays small however long the task lives; a read has both.
+func TestWriteRepliesOmitHistory(t *testing.T) {
+	cl := httpapitest.StartCluster(t, 1, zapcore.WarnLevel)
+	base := "http://" + cl.Nodes[cl.WaitLeader()].HTTP.Addr()
+	r := do(t, "POST", base+api.PathSessions, []byte(`{"workerId":"w"}`))
+	var sess api.Session
+	r.decode(t, &sess)
+	for range 3 {
+		r = do(t, "POST", base+path(api.PathAcquire, "{id}", "h"),
+			mustJSON(t, api.AcquireRequest{SessionID: sess.SessionID, Create: true}))
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+		var g api.Grant
+		r.decode(t, &g)
+		require.Empty(t, g.Task.History, "a grant carries no history")
+		require.NotNil(t, g.Task.Lease)
+		r = do(t, "POST", base+path(api.PathRelease, "{id}", "h"),
+			mustJSON(t, api.ReleaseRequest{SessionID: sess.SessionID, Epoch: g.Lease.Epoch, Outcome: lease.OutcomeGivenBack}))
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+		require.NotContains(t, string(r.body), `"history"`)
+	}
+	r = do(t, "GET", base+path(api.PathTask, "{id}", "h"), nil)
+	var task lease.Task
+	r.decode(t, &task)
+	require.Len(t, task.History, 2, "a read has the past leases (the last one is task.lease)")
+}
