@@ -104,7 +104,7 @@ func (h *harness) leaders() error {
 func (h *harness) leaseWorkloads() error {
 	h.lb = &leaseBench{plan: h.plan, res: h.res, etcdPids: h.etcd.pids, fpPids: func() []int { return nil }}
 	if h.fp != nil {
-		h.lb.fpPids = h.fp.pids
+		h.lb.fpPids, h.lb.fpLeader = h.fp.pids, h.fp.leaderAddr
 	}
 	if err := h.leaders(); err != nil {
 		return err

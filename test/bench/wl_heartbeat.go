@@ -106,7 +106,7 @@ func (lb *leaseBench) fpHeartbeat(c int, sids []string, held [][]fpHeld) Measure
 	if len(sids) == 0 {
 		return errNoFP
 	}
-	cl := newFPClient(lb.fpAddr, c, opTimeout)
+	cl := newFPClient(lb.fpTarget(), c, opTimeout)
 	var next atomic.Int64
 	return metered(lb.fpPids(), func() Measure {
 		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {

@@ -41,7 +41,24 @@ type leaseBench struct {
 	fpSess *sessionPool
 	// fpPids and etcdPids list each cluster's node PIDs, for CPU metering.
 	fpPids, etcdPids func() []int
-	run              atomic.Int64 // distinguishes keys and task ids between runs
+	// fpLeader finds the fencepost leader's HTTP address again: on two
+	// shared cores leadership can move during a workload, and a run sent
+	// to a follower would measure forwarding, not the cluster.
+	fpLeader func() (string, error)
+	run      atomic.Int64 // distinguishes keys and task ids between runs
+}
+
+// fpTarget returns the address a fencepost measurement should use: the
+// current leader, noting in the log when leadership moved.
+func (lb *leaseBench) fpTarget() string {
+	if lb.fpLeader == nil || lb.fpAddr == "" {
+		return lb.fpAddr
+	}
+	if addr, err := lb.fpLeader(); err == nil && addr != lb.fpAddr {
+		logf("fencepost leadership moved: %s -> %s", lb.fpAddr, addr)
+		lb.fpAddr = addr
+	}
+	return lb.fpAddr
 }
 
 // sessionPool is a set of fencepost sessions the harness keeps alive with
@@ -144,7 +161,7 @@ func (lb *leaseBench) fpAcquireRelease(c int) Measure {
 	if lb.fpAddr == "" {
 		return errNoFP
 	}
-	cl := newFPClient(lb.fpAddr, c, opTimeout)
+	cl := newFPClient(lb.fpTarget(), c, opTimeout)
 	run := lb.run.Add(1)
 	gen := make([]int, c)
 	return metered(lb.fpPids(), func() Measure {
@@ -238,7 +255,7 @@ func (lb *leaseBench) fpCheckpoints(c int) Measure {
 	if lb.fpAddr == "" {
 		return errNoFP
 	}
-	cl := newFPClient(lb.fpAddr, c, opTimeout)
+	cl := newFPClient(lb.fpTarget(), c, opTimeout)
 	run := lb.run.Add(1)
 	tasks, epochs := make([]string, c), make([]uint64, c)
 	for w := 0; w < c; w++ {
