@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +33,42 @@ func nodeRSS(c memCluster) []int64 {
 	return out
 }
 
+// rssSplit is a process's resident memory in KiB: anonymous (the Go
+// heap, stacks) and file-backed (the binary and the raft log's bolt mmap).
+type rssSplit struct{ anon, file int64 }
+
+// nodeRSSSplit reads every node's RssAnon and RssFile. The workload's
+// figure stays VmRSS; the split says which part grew: a heap that grows
+// with the leases, or log pages that grow with the entries written since
+// the last snapshot.
+func nodeRSSSplit(c memCluster) []rssSplit {
+	var out []rssSplit
+	for i := range c.endpoints() {
+		var r rssSplit
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid(i))); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				k, v, ok := strings.Cut(line, ":")
+				if !ok {
+					continue
+				}
+				f := strings.Fields(v)
+				if len(f) == 0 {
+					continue
+				}
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				switch k {
+				case "RssAnon":
+					r.anon = n
+				case "RssFile":
+					r.file = n
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 // memoryLoad measures workload 6 on one cluster. It takes a tenth of the
 // n leases first (so one-time growth — buffers, the first heap arenas, the
 // bolt mmap — is paid), reads every node's RSS, takes the other nine
@@ -47,14 +85,14 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 	deadline := t0.Add(limit)
 	first, err := fill(n/10, deadline)
 	time.Sleep(time.Second)
-	before := nodeRSS(c)
+	before, beforeSplit := nodeRSS(c), nodeRSSSplit(c)
 	var added int
 	if err == nil {
 		added, err = fill(n-n/10, deadline)
 	}
 	el := time.Since(t0)
 	time.Sleep(2 * time.Second)
-	after := nodeRSS(c)
+	after, afterSplit := nodeRSS(c), nodeRSSSplit(c)
 	held := first + added
 	m := Measure{Ops: int64(held), Elapsed: el, Rate: float64(held) / el.Seconds()}
 	if err != nil {
@@ -73,10 +111,24 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 			}
 		}
 		x["follower bytes/lease"] = fol
+		for i := range after {
+			who := "follower"
+			if i == leader {
+				who = "leader"
+			}
+			// The largest follower's split is logged, not the sum of both.
+			anon := float64(afterSplit[i].anon-beforeSplit[i].anon) * 1024 / float64(added)
+			file := float64(afterSplit[i].file-beforeSplit[i].file) * 1024 / float64(added)
+			if i == leader || anon+file > x["follower anon bytes/lease"]+x["follower file bytes/lease"] {
+				x[who+" anon bytes/lease"], x[who+" file bytes/lease"] = anon, file
+			}
+		}
 	}
 	res.add(Run{Workload: wlMemory, Case: fmt.Sprintf("%d leases", n), System: c.name(), Rep: 1, Measure: m, Extra: x})
-	logf("%s %s: %d leases in %.1fs; leader RSS %d→%d KiB over the last %d (%.0f B/lease), followers max %.0f B/lease %s",
-		wlMemory, c.name(), held, el.Seconds(), before[leader], after[leader], added, x["leader bytes/lease"], x["follower bytes/lease"], m.FirstEr)
+	logf("%s %s: %d leases in %.1fs; leader RSS %d→%d KiB over the last %d (%.0f B/lease: anon %.0f, file %.0f), followers max %.0f B/lease (anon %.0f, file %.0f) %s",
+		wlMemory, c.name(), held, el.Seconds(), before[leader], after[leader], added,
+		x["leader bytes/lease"], x["leader anon bytes/lease"], x["leader file bytes/lease"],
+		x["follower bytes/lease"], x["follower anon bytes/lease"], x["follower file bytes/lease"], m.FirstEr)
 }
 
 // fpFill opens one session per 100 leases and acquires n tasks through
