@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -10,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 )
 
@@ -90,4 +96,103 @@ func BenchmarkProxyPOST(b *testing.B) {
 	up := startUpstream(b, nil)
 	s := benchSidecar(b)
 	runBench(b, benchClient(b, "http://"+s.ProxyAddr()), "POST", "http://"+up.addr()+"/w")
+}
+
+// The forward path alone, as workload 5 of test/bench drives it: raw
+// keep-alive connections write a prebuilt absolute-form request and parse
+// the response, so almost all CPU and allocations per op are the
+// sidecar's (and the minimal upstream's, which BenchmarkRawDirect shows):
+//
+//	go test ./proxy -run XXX -bench Raw -benchmem -cpuprofile /tmp/cpu.out
+func BenchmarkRawDirectGET(b *testing.B) {
+	up := startBenchUpstream(b)
+	runRaw(b, up, rawRequest("GET", "/bench", up, nil))
+}
+
+func BenchmarkRawProxyGET(b *testing.B) {
+	up := startBenchUpstream(b)
+	s := benchSidecar(b)
+	runRaw(b, s.ProxyAddr(), rawRequest("GET", "http://"+up+"/bench", up, nil))
+}
+
+func BenchmarkRawProxyPOST1K(b *testing.B) {
+	up := startBenchUpstream(b)
+	s := benchSidecar(b)
+	runRaw(b, s.ProxyAddr(), rawRequest("POST", "http://"+up+"/bench", up, bytes.Repeat([]byte("fencepost-bench!"), 64)))
+}
+
+// startBenchUpstream is a non-recording upstream that reads the body and
+// answers a short JSON body, like test/bench's upstream.
+func startBenchUpstream(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	body := []byte(`{"ok":true,"from":"bench-upstream"}` + "\n")
+	srv := &fasthttp.Server{
+		DisableHeaderNamesNormalizing: true,
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			_ = len(ctx.PostBody())
+			ctx.SetContentType("application/json")
+			ctx.SetBody(body)
+		},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	b.Cleanup(func() {
+		_ = srv.Shutdown()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+func rawRequest(method, target, host string, body []byte) []byte {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: fencepost-bench\r\n", method, target, host)
+	if body != nil {
+		fmt.Fprintf(&buf, "Content-Type: application/octet-stream\r\nContent-Length: %d\r\n", len(body))
+	}
+	buf.WriteString("\r\n")
+	buf.Write(body)
+	return buf.Bytes()
+}
+
+// runRaw sends req over parallel keep-alive connections to addr.
+func runRaw(b *testing.B, addr string, req []byte) {
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	cpu0, cpuOK := processCPU()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReaderSize(c, 16<<10)
+		var resp fasthttp.Response
+		for pb.Next() {
+			if _, err := c.Write(req); err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Reset()
+			if err := resp.Read(br); err != nil {
+				b.Error(err)
+				return
+			}
+			if resp.StatusCode() != 200 {
+				b.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	// CPU of the whole process (load, sidecar, upstream): the sidecar's
+	// share is the difference to BenchmarkRawDirectGET's.
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	}
 }
