@@ -43,7 +43,7 @@ func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
 	}
 	up, err := net.DialTimeout("tcp", hp, s.cfg.DialTimeout)
 	if err != nil {
-		s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+		s.metrics.forwarded.Inc()
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
 		return
 	}
@@ -53,7 +53,7 @@ func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
 		s.refuse(ctx, blockedReply(reasonExpired, l, task, true))
 		return
 	}
-	s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+	s.metrics.forwarded.Inc()
 	if ce := s.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
 		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
 	}

@@ -173,7 +173,12 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 		}
 		t.rawPath = string(p)
 	}
-	t.normPath = string(ctx.Request.URI().Path())
+	// The normalised path is usually the raw one: share its string.
+	if np := ctx.Request.URI().Path(); string(np) == t.rawPath {
+		t.normPath = t.rawPath
+	} else {
+		t.normPath = string(np)
+	}
 	tlsCfg := s.up.origins.lookup(host, port)
 	if port == "" {
 		port = "80"
@@ -181,7 +186,11 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 			port = "443"
 		}
 	}
-	t.hostPort = net.JoinHostPort(host, port)
+	if len(authority) == len(host)+1+len(port) && authority[:len(host)] == host && authority[len(host)] == ':' && authority[len(host)+1:] == port {
+		t.hostPort = authority // already host:port, lower-case: no second string
+	} else {
+		t.hostPort = net.JoinHostPort(host, port)
+	}
 	return t, tlsCfg, nil
 }
 
@@ -342,12 +351,25 @@ func (s *Sidecar) buildRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 	return nil
 }
 
-// forward sends req and relays the response, streaming its body.
+// smallBody is the largest response body (with a Content-Length) the
+// handler reads itself instead of handing fasthttp a relay to stream
+// after the handler returns. Most tool-call answers are this small; for
+// them the relay's allocation, the server's stream copy and holding the
+// upstream connection until the worker has the reply cost more than
+// the copy through a stack buffer.
+const smallBody = 4 << 10
+
+// smallBufs holds the read buffers of forwardSmall (a stack array would
+// escape through the io.Reader call).
+var smallBufs = sync.Pool{New: func() any { return new([smallBody]byte) }}
+
+// forward sends req and relays the response, streaming its body unless
+// it is small.
 func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *decision) {
-	client := s.up.shared
-	kind := "read"
+	client, latency := s.up.shared, s.metrics.upstreamRead
+	var gen *generation // a write's generation: its relay stops when it is cut
 	if d.write {
-		client, kind = s.up.writeClient(d.lease.gen), "write"
+		client, latency, gen = s.up.writeClient(d.lease.gen), s.metrics.upstreamWrite, d.lease.gen
 	}
 	resp := fasthttp.AcquireResponse()
 	if ctx.IsHead() {
@@ -361,16 +383,23 @@ func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *de
 		s.upstreamFailed(ctx, d, err)
 		return
 	}
-	s.metrics.upstreamLatency.WithLabelValues(kind).Observe(time.Since(start).Seconds())
-	s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+	latency.Observe(time.Since(start).Seconds())
+	s.metrics.forwarded.Inc()
+	status := resp.StatusCode()
+	size := resp.Header.ContentLength()
+	bs := resp.BodyStream()
+	if bs != nil && size >= 0 && size <= smallBody && (s.cfg.MaxResponseBody <= 0 || int64(size) <= s.cfg.MaxResponseBody) &&
+		!ctx.IsHead() && status >= 200 && status != 204 && status != 304 {
+		s.forwardSmall(ctx, req, resp, d, gen, bs, size)
+		return
+	}
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.SetStatusCode(resp.StatusCode())
+	ctx.SetStatusCode(status)
 	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
-	status := resp.StatusCode()
 	if ctx.IsHead() || status < 200 || status == 204 || status == 304 {
-		if ctx.IsHead() && resp.Header.ContentLength() >= 0 {
-			ctx.Response.Header.SetContentLength(resp.Header.ContentLength())
+		if ctx.IsHead() && size >= 0 {
+			ctx.Response.Header.SetContentLength(size)
 		}
 		ctx.Response.SkipBody = true
 		_ = resp.CloseBodyStream()
@@ -378,8 +407,7 @@ func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *de
 		fasthttp.ReleaseRequest(req)
 		return
 	}
-	if bs := resp.BodyStream(); bs != nil {
-		size := resp.Header.ContentLength()
+	if bs != nil {
 		if size < 0 {
 			size = -1 // chunked or until close: relay chunked, flushing each piece
 		}
@@ -387,10 +415,7 @@ func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *de
 		// the worker's body buffer, which fasthttp reuses.
 		req.ResetBody()
 		s.inflight.Add(1)
-		r := &relay{s: s, r: bs, resp: resp, req: req, max: s.cfg.MaxResponseBody}
-		if d.write {
-			r.gen = d.lease.gen
-		}
+		r := &relay{s: s, r: bs, resp: resp, req: req, max: s.cfg.MaxResponseBody, gen: gen}
 		ctx.SetBodyStream(r, size)
 		return
 	}
@@ -399,12 +424,80 @@ func (s *Sidecar) forward(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *de
 	fasthttp.ReleaseRequest(req)
 }
 
+// forwardSmall reads a small body with a known length in the handler,
+// with the relay's checks (a write's cut generation stops it), returns
+// the upstream connection to the pool and answers from a buffer. A body
+// that cannot be read in full is a 502 problem rather than a reply cut
+// off after its header, since nothing has been sent to the worker yet.
+func (s *Sidecar) forwardSmall(ctx *fasthttp.RequestCtx, req *fasthttp.Request, resp *fasthttp.Response, d *decision, gen *generation, bs io.Reader, size int) {
+	bp := smallBufs.Get().(*[smallBody]byte)
+	defer smallBufs.Put(bp)
+	r := relay{r: bs, gen: gen}
+	n, err := readFull(&r, bp[:size])
+	if err != nil {
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		fasthttp.ReleaseRequest(req)
+		s.bodyFailed(ctx, d, err)
+		return
+	}
+	_ = resp.CloseBodyStream()
+	ctx.Response.Header.DisableNormalizing()
+	ctx.Response.Header.SetNoDefaultContentType(true)
+	ctx.SetStatusCode(resp.StatusCode())
+	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
+	ctx.SetBody(bp[:n])
+	fasthttp.ReleaseResponse(resp)
+	fasthttp.ReleaseRequest(req)
+}
+
+// readFull is io.ReadFull without the interface call that would move
+// the relay to the heap.
+func readFull(r *relay, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		if err != nil {
+			if n == len(p) {
+				return n, nil
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// bodyFailed answers a response body that could not be read before
+// anything was sent to the worker. The request did go upstream, so a cut
+// lease is "lost mid-flight", never "not sent".
+func (s *Sidecar) bodyFailed(ctx *fasthttp.RequestCtx, d *decision, err error) {
+	if ce := s.log.Check(zap.InfoLevel, "upstream body failed"); ce != nil {
+		ce.Write(zap.String("host", d.tgt.hostPort), zap.Bool("write", d.write), zap.Error(err))
+	}
+	var netErr net.Error
+	switch {
+	case d.write && d.lease.gen != nil && d.lease.gen.isCut():
+		writeProblem(ctx, fasthttp.StatusBadGateway, CodeLeaseLostMid, "lease lost while the write was in flight",
+			"the upstream connection was closed when the lease stopped being current; the outcome is unknown, retry with the same Idempotency-Key under a new lease", d.lease.Epoch)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeProblem(ctx, fasthttp.StatusGatewayTimeout, CodeUpstreamTimeout, "upstream timed out",
+			fmt.Sprintf("%s made no progress for %v", d.tgt.hostPort, s.cfg.UpstreamTimeout), 0)
+	default:
+		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "upstream response cut short",
+			fmt.Sprintf("%s: %v", d.tgt.hostPort, err), 0)
+	}
+}
+
 func (s *Sidecar) upstreamFailed(ctx *fasthttp.RequestCtx, d *decision, err error) {
 	if errors.Is(err, errLeaseCut) {
 		s.metrics.requests.WithLabelValues(decisionBlocked).Inc()
 		s.metrics.writesBlocked.WithLabelValues(string(reasonExpired)).Inc()
 	} else {
-		s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+		s.metrics.forwarded.Inc()
 	}
 	if ce := s.log.Check(zap.InfoLevel, "upstream failed"); ce != nil {
 		ce.Write(zap.String("host", d.tgt.hostPort), zap.Bool("write", d.write), zap.Error(err))

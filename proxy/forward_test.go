@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -243,4 +244,35 @@ func TestNoByteLeavesAfterDeadline(t *testing.T) {
 	require.Equal(t, 409, ctx.Response.StatusCode(), string(ctx.Response.Body()))
 	require.Equal(t, api.ProblemTypeBase+CodeLeaseExpired, problemOf(t, string(ctx.Response.Body())).Type)
 	require.Empty(t, up.requests())
+}
+
+// TestSmallBodyCutShort: a small response whose body ends before its
+// Content-Length is read in the handler, so the worker gets a 502
+// problem instead of a reply cut off after its header.
+func TestSmallBodyCutShort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"))
+	}()
+	s := startSidecar(t, newFakeCluster(), baseConfig(t))
+	mustAcquire(t, s, "small")
+	resp, err := proxyClient(t, s, "").Get("http://" + ln.Addr().String() + "/r")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.Equal(t, api.ProblemTypeBase+CodeUpstreamError, problemOf(t, string(body)).Type)
+	<-served
 }

@@ -20,7 +20,11 @@ const maxActionIDLen = 200
 // depends only on the task and the action id, never on the epoch, so a
 // new owner repeating the action sends the same key.
 func actionKey(taskID, actionID string) string {
-	return hashKey(taskID + "\x00" + actionID)
+	var b [keyInputBuf]byte
+	in := append(b[:0], taskID...)
+	in = append(in, 0)
+	in = append(in, actionID...)
+	return hashKey(in)
 }
 
 // ordinalKey derives the Idempotency-Key of the ordinal-th write (1-based)
@@ -29,12 +33,26 @@ func actionKey(taskID, actionID string) string {
 // the same keys. The double NUL keeps this space apart from actionKey's:
 // an action id is visible ASCII and cannot contain NUL.
 func ordinalKey(taskID string, seq, ordinal uint64) string {
-	return hashKey(taskID + "\x00\x00" + strconv.FormatUint(seq, 10) + "\x00" + strconv.FormatUint(ordinal, 10))
+	var b [keyInputBuf]byte
+	in := append(b[:0], taskID...)
+	in = append(in, 0, 0)
+	in = strconv.AppendUint(in, seq, 10)
+	in = append(in, 0)
+	in = strconv.AppendUint(in, ordinal, 10)
+	return hashKey(in)
 }
 
-func hashKey(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return keyPrefix + hex.EncodeToString(sum[:])[:32]
+// keyInputBuf fits the hash input of the longest task id and action id
+// on the stack, so deriving a key allocates only the key itself.
+const keyInputBuf = fence.MaxTaskLen + 1 + maxActionIDLen
+
+// hashKey is keyPrefix and the first 32 hex digits of sha256(in).
+func hashKey(in []byte) string {
+	sum := sha256.Sum256(in)
+	var out [len(keyPrefix) + 32]byte
+	copy(out[:], keyPrefix)
+	hex.Encode(out[len(keyPrefix):], sum[:16])
+	return string(out[:])
 }
 
 // validKeyText checks a worker-supplied Idempotency-Key or action id:

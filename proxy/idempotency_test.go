@@ -1,9 +1,15 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/fence"
 )
 
 func TestKeyDerivation(t *testing.T) {
@@ -89,4 +95,20 @@ func TestBadIdempotencyInput(t *testing.T) {
 		require.Equal(t, 400, resp.StatusCode, h)
 	}
 	require.Empty(t, up.requests())
+}
+
+// TestKeyDerivationWire pins the derivation to its wire definition
+// (package doc): "fp1-" + the first 32 hex digits of sha256 of the
+// NUL-separated inputs. A faster implementation must not change a key.
+func TestKeyDerivationWire(t *testing.T) {
+	want := func(in string) string {
+		sum := sha256.Sum256([]byte(in))
+		return "fp1-" + hex.EncodeToString(sum[:])[:32]
+	}
+	long := strings.Repeat("t", fence.MaxTaskLen)
+	act := strings.Repeat("a", maxActionIDLen)
+	require.Equal(t, want("task-1\x00send-email-42"), actionKey("task-1", "send-email-42"))
+	require.Equal(t, want(long+"\x00"+act), actionKey(long, act))
+	require.Equal(t, want("job\x00\x0012\x003"), ordinalKey("job", 12, 3))
+	require.Equal(t, want(long+"\x00\x0018446744073709551615\x0018446744073709551615"), ordinalKey(long, math.MaxUint64, math.MaxUint64))
 }

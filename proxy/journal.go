@@ -96,8 +96,8 @@ func (s *Sidecar) forwardJournaled(ctx *fasthttp.RequestCtx, req *fasthttp.Reque
 		s.upstreamFailed(ctx, d, err)
 		return
 	}
-	s.metrics.upstreamLatency.WithLabelValues("write").Observe(time.Since(start).Seconds())
-	s.metrics.requests.WithLabelValues(decisionForwarded).Inc()
+	s.metrics.upstreamWrite.Observe(time.Since(start).Seconds())
+	s.metrics.forwarded.Inc()
 	out := api.OutcomeRequest{Epoch: d.lease.Epoch, Status: resp.StatusCode(), Header: map[string][]string{}}
 	for k, v := range resp.Header.All() {
 		if !isHopByHop(k) && !strings.EqualFold(string(k), "Content-Length") {

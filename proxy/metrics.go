@@ -25,6 +25,13 @@ type metrics struct {
 	tunnelsCut       prometheus.Counter
 	upstreamLatency  *prometheus.HistogramVec // kind: read|write
 	leaseEvents      *prometheus.CounterVec   // kind
+
+	// The children every forwarded request touches, resolved once:
+	// WithLabelValues hashes the label values and takes a lock on every
+	// call, which the proxy path does not need to pay per request.
+	forwarded     prometheus.Counter
+	upstreamRead  prometheus.Observer
+	upstreamWrite prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held func() int) (*metrics, error) {
@@ -66,6 +73,9 @@ func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held 
 	for _, d := range []string{decisionForwarded, decisionBlocked, decisionRejected} {
 		m.requests.WithLabelValues(d)
 	}
+	m.forwarded = m.requests.WithLabelValues(decisionForwarded)
+	m.upstreamRead = m.upstreamLatency.WithLabelValues("read")
+	m.upstreamWrite = m.upstreamLatency.WithLabelValues("write")
 	for _, r := range []reason{reasonNone, reasonExpired, reasonSuspect, reasonRevoked, reasonWaiting, reasonReleased, reasonLost, reasonAmbig} {
 		m.writesBlocked.WithLabelValues(string(r))
 	}
