@@ -42,13 +42,10 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		return api.HeartbeatResponse{}, err
 	}
 	recv := s.clock.Now()
-	var (
-		ok      bool
-		renewed int
-	)
+	var ok bool
 	s.fsm.read(func(m *lease.Model) {
 		if ok = m.HasSession(sessionID); ok {
-			renewed = s.lessor.renew(recv, sessionID, m.SessionScan(sessionID))
+			s.lessor.renew(recv, sessionID)
 		}
 	})
 	if !ok {
@@ -60,6 +57,12 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 	resp, err := s.heartbeatReply(ctx, sessionID, req)
 	if err != nil {
 		return api.HeartbeatResponse{}, err
+	}
+	renewed := 0
+	for i := range resp.Leases {
+		if resp.Leases[i].ValidForMs > 0 {
+			renewed++
+		}
 	}
 	s.m.heartbeats.Inc()
 	s.m.renewals.Add(float64(renewed))

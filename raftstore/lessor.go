@@ -37,11 +37,25 @@ type lessor struct {
 	leading    bool
 	promotedAt time.Time
 	deadlines  map[leaseKey]tracked
-	lastHB     map[string]time.Time
+	sessions   map[string]sessionClock
 	// gen numbers plan's scans: a deadline not seen by the latest scan
 	// belongs to a lease that ended and is dropped, without building a set
 	// of every live lease each tick.
 	gen uint64
+}
+
+// sessionClock is what the leader knows of one session's liveness.
+type sessionClock struct {
+	// heard is the last sign of life: an open, a heartbeat, or this
+	// node's promote. Idle sessions are closed from it.
+	heard time.Time
+	// renewed is the arrival of the session's latest heartbeat. It renews
+	// every active or suspect lease of the session to renewed + its TTL,
+	// evaluated when a deadline is asked for (deadlineLocked) rather than
+	// written into every lease: a heartbeat then costs the same for one
+	// lease as for a hundred, and a lease granted to the session while
+	// the heartbeat waits for its verify round is covered as well.
+	renewed time.Time
 }
 
 // tracked is the in-memory deadline of one lease and the scan that last
@@ -53,7 +67,7 @@ type tracked struct {
 
 func newLessor(clock Clock, grace, idle time.Duration) *lessor {
 	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1,
-		deadlines: map[leaseKey]tracked{}, lastHB: map[string]time.Time{}}
+		deadlines: map[leaseKey]tracked{}, sessions: map[string]sessionClock{}}
 }
 
 // stagger returns the deterministic extra time promote gives lease k:
@@ -94,9 +108,15 @@ func (l *lessor) promote(leases []lease.Lease, sessions []string) {
 		l.extend(k, now.Add(ls.TTL+l.stagger(k, ls.TTL)))
 	}
 	for _, s := range sessions {
-		if t, ok := l.lastHB[s]; !ok || now.After(t) {
-			l.lastHB[s] = now
-		}
+		l.hearLocked(s, now)
+	}
+}
+
+// hearLocked moves session's last sign of life forward to at.
+func (l *lessor) hearLocked(session string, at time.Time) {
+	if sc, ok := l.sessions[session]; !ok || at.After(sc.heard) {
+		sc.heard = at
+		l.sessions[session] = sc
 	}
 }
 
@@ -107,46 +127,43 @@ func (l *lessor) demote() {
 	defer l.mu.Unlock()
 	l.leading = false
 	l.deadlines = map[leaseKey]tracked{}
-	l.lastHB = map[string]time.Time{}
+	l.sessions = map[string]sessionClock{}
 }
 
 // renew records a heartbeat of session received at recv: the session is
-// alive and every live lease it holds gets recv + TTL. Suspect leases are
-// extended too, so the expiry loop cannot expire one whose revive is on
-// its way. It returns the number of leases renewed.
-func (l *lessor) renew(recv time.Time, session string, leases iter.Seq[*lease.Lease]) int {
+// alive and every active or suspect lease it holds lives until recv + its
+// TTL (sessionClock.renewed). Suspect leases are covered too, so the
+// expiry loop cannot expire one whose revive is on its way. It reports
+// false on a node that is not leading, which renews nothing.
+func (l *lessor) renew(recv time.Time, session string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.leading {
-		return 0
+		return false
 	}
-	if t, ok := l.lastHB[session]; !ok || recv.After(t) {
-		l.lastHB[session] = recv
+	sc := l.sessions[session]
+	if recv.After(sc.heard) {
+		sc.heard = recv
 	}
-	n := 0
-	for ls := range leases {
-		if ls.Status == lease.StatusActive || ls.Status == lease.StatusSuspectDead {
-			l.extend(leaseKey{ls.TaskID, ls.Epoch}, recv.Add(ls.TTL))
-			n++
-		}
+	if recv.After(sc.renewed) {
+		sc.renewed = recv
 	}
-	return n
+	l.sessions[session] = sc
+	return true
 }
 
 // touchSession marks a session as heard from (opened, or re-opened).
 func (l *lessor) touchSession(session string, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.lastHB[session]; !ok || at.After(t) {
-		l.lastHB[session] = at
-	}
+	l.hearLocked(session, at)
 }
 
 // forget drops a closed session's bookkeeping.
 func (l *lessor) forgetSession(session string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.lastHB, session)
+	delete(l.sessions, session)
 }
 
 // deadline returns the lease's effective deadline: the later of the
@@ -162,6 +179,21 @@ func (l *lessor) deadlineLocked(ls lease.Lease) time.Time {
 	if m, ok := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]; ok && m.at.After(d) {
 		d = m.at
 	}
+	return l.renewedLocked(&ls, d)
+}
+
+// renewedLocked returns the later of d and the lease's renewal by its
+// session's latest heartbeat (active and suspect leases only: an expired
+// lease is never coming back).
+func (l *lessor) renewedLocked(ls *lease.Lease, d time.Time) time.Time {
+	if ls.Status != lease.StatusActive && ls.Status != lease.StatusSuspectDead {
+		return d
+	}
+	if sc, ok := l.sessions[ls.SessionID]; ok && !sc.renewed.IsZero() {
+		if r := sc.renewed.Add(ls.TTL); r.After(d) {
+			return r
+		}
+	}
 	return d
 }
 
@@ -169,8 +201,8 @@ func (l *lessor) deadlineLocked(ls lease.Lease) time.Time {
 func (l *lessor) lastHeartbeat(session string) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t, ok := l.lastHB[session]
-	return t, ok
+	sc, ok := l.sessions[session]
+	return sc.heard, ok
 }
 
 // expiryInput is what the expiry loop shows the lessor each tick. The
@@ -228,13 +260,16 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 			if tr.at.After(d) {
 				d = tr.at
 			}
+			// The session's renewal is looked up only for a lease that
+			// looks due without it: most leases are not, and the tick
+			// then costs one map access per lease.
 			switch ls.Status {
 			case lease.StatusActive:
-				if now.After(d) {
+				if now.After(d) && now.After(l.renewedLocked(ls, d)) {
 					add(lease.Command{Op: lease.OpSuspect, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "heartbeat overdue"})
 				}
 			case lease.StatusSuspectDead:
-				if now.After(d.Add(l.grace)) {
+				if now.After(d.Add(l.grace)) && now.After(l.renewedLocked(ls, d).Add(l.grace)) {
 					add(lease.Command{Op: lease.OpExpire, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "grace over"})
 				}
 			case lease.StatusExpired:
@@ -265,21 +300,21 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 	if in.Sessions == nil {
 		return out
 	}
-	open := make(map[string]bool, len(l.lastHB))
+	open := make(map[string]bool, len(l.sessions))
 	for s := range in.Sessions {
 		open[s] = true
-		t, ok := l.lastHB[s]
+		sc, ok := l.sessions[s]
 		if !ok {
-			l.lastHB[s] = now
+			l.sessions[s] = sessionClock{heard: now}
 			continue
 		}
-		if now.Sub(t) > l.idle && len(out) < limit {
+		if now.Sub(sc.heard) > l.idle && len(out) < limit {
 			add(lease.Command{Op: lease.OpCloseSession, SessionID: s, Reason: "session idle"})
 		}
 	}
-	for s := range l.lastHB {
+	for s := range l.sessions {
 		if !open[s] {
-			delete(l.lastHB, s)
+			delete(l.sessions, s)
 		}
 	}
 	return out

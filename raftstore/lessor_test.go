@@ -90,7 +90,7 @@ func (lm *lessorModel) status(task string) lease.Status {
 }
 
 func (lm *lessorModel) heartbeat(session string) {
-	lm.l.renew(lm.clock.Now(), session, lm.m.SessionScan(session))
+	lm.l.renew(lm.clock.Now(), session)
 }
 
 func TestLessorRenewExtends(t *testing.T) {
@@ -105,6 +105,46 @@ func TestLessorRenewExtends(t *testing.T) {
 	}
 	l, _ := lm.m.Task("a")
 	require.Equal(t, lm.clock.Now().Add(lTTL), lm.l.deadline(*l.Lease))
+}
+
+// One heartbeat renews every lease of its session, including one granted
+// while the heartbeat was on its way, and none of another session's.
+func TestLessorRenewCoversTheWholeSession(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	a, b := lm.grant("a", "s1"), lm.grant("b", "s1")
+	other := lm.grant("c", "s2")
+	lm.clock.Advance(lTTL - time.Second)
+	recv := lm.clock.Now()
+	lm.heartbeat("s1")
+	// Granted under a command time stamped before the heartbeat arrived
+	// but applied after it (a proposal in flight): still covered.
+	late := lm.apply(lease.Command{Op: lease.OpAcquire, TaskID: "d", SessionID: "s1", Create: true,
+		TTL: lTTL, Heartbeat: lTTL / 3, Time: recv.Add(-5 * time.Second)})
+	require.NoError(t, late.Err)
+
+	for _, l := range []lease.Lease{a, b, *late.Lease} {
+		require.Equal(t, recv.Add(lTTL), lm.l.deadline(l), "lease %s renewed by the session's heartbeat", l.TaskID)
+	}
+	require.Equal(t, other.ExpiresAt, lm.l.deadline(other), "another session's lease is not renewed")
+
+	lm.clock.Advance(2 * time.Second)
+	require.Equal(t, []lease.Op{lease.OpSuspect}, lm.tick(), "only the quiet session's lease is suspected")
+	require.Equal(t, lease.StatusSuspectDead, lm.status("c"))
+	for _, task := range []string{"a", "b", "d"} {
+		require.Equal(t, lease.StatusActive, lm.status(task))
+	}
+
+	// An expired lease is never renewed, whatever its session sends.
+	lm.clock.Advance(lGrace + time.Millisecond)
+	require.Equal(t, []lease.Op{lease.OpExpire}, lm.tick())
+	lm.heartbeat("s2")
+	tc, _ := lm.m.Task("c")
+	require.Equal(t, lease.StatusExpired, tc.Lease.Status)
+	require.Equal(t, tc.Lease.ExpiresAt, lm.l.deadline(*tc.Lease), "an expired lease keeps its deadline")
+
+	lm.l.demote()
+	require.Equal(t, a.ExpiresAt, lm.l.deadline(a), "a demoted lessor forgets every renewal")
 }
 
 func TestLessorSuspectThenRevive(t *testing.T) {
@@ -221,7 +261,7 @@ func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 
 	l.demote()
 	require.Empty(t, l.plan(in, 1000), "a demoted lessor proposes nothing")
-	require.Zero(t, l.renew(c.Now(), "s1", seqOf(leases)), "a demoted lessor renews nothing")
+	require.False(t, l.renew(c.Now(), "s1"), "a demoted lessor renews nothing")
 }
 
 func TestLessorRateLimitAndIdleSessions(t *testing.T) {
