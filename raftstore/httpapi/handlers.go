@@ -39,7 +39,7 @@ func (s *Server) closeSession(c *call) (int, any, error) {
 
 func (s *Server) heartbeat(c *call) (int, any, error) {
 	var req api.HeartbeatRequest
-	if err := c.decode(&req); err != nil {
+	if err := decodeHeartbeat(c.rc.PostBody(), &req); err != nil {
 		return 0, nil, err
 	}
 	if err := requireIDs("session id", c.p.sid); err != nil {

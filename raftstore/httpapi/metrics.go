@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/fencepost/fencepost/fence/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
@@ -79,17 +81,28 @@ func (s *Server) observe(rc *fasthttp.RequestCtx, route, rid string, forwarded b
 	}
 }
 
+// encodeBufs holds scratch buffers for hand-encoded replies.
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // writeJSON writes a success answer; 204 and a nil body write no body.
 func writeJSON(rc *fasthttp.RequestCtx, status int, body any) error {
 	if status == http.StatusNoContent || body == nil {
 		rc.SetStatusCode(status)
 		return nil
 	}
+	rc.SetContentType("application/json")
+	if hb, ok := body.(api.HeartbeatResponse); ok {
+		buf := encodeBufs.Get().(*[]byte)
+		*buf = appendHeartbeat((*buf)[:0], &hb)
+		rc.SetStatusCode(status)
+		rc.SetBody(*buf) // copies: the scratch buffer goes back to the pool
+		encodeBufs.Put(buf)
+		return nil
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
-	rc.SetContentType("application/json")
 	rc.SetStatusCode(status)
 	rc.SetBody(b)
 	return nil
