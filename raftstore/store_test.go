@@ -291,3 +291,31 @@ func TestModelErrorCarriesEpoch(t *testing.T) {
 	require.ErrorAs(t, err, &me)
 	require.Equal(t, g.Lease.Epoch, me.CurrentEpoch())
 }
+
+// A second node on a data directory another one holds fails to open (bolt's
+// file lock) and says so, instead of waiting for the lock forever.
+func TestSecondOpenOnHeldDataDirFails(t *testing.T) {
+	cfg := testConfig(t, "n1")
+	cfg.Bootstrap = true
+	first, err := Open(cfg)
+	require.NoError(t, err)
+	defer first.Close()
+
+	again := cfg
+	again.RaftAddr = "127.0.0.1:0"
+	done := make(chan error, 1)
+	go func() {
+		s, err := Open(again)
+		if err == nil {
+			_ = s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err, "a held data directory must not open twice")
+		require.Contains(t, err.Error(), "open log store")
+	case <-time.After(boltOpenTimeout + 10*time.Second):
+		t.Fatal("a second Open on a held data directory hangs")
+	}
+}
