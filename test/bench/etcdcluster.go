@@ -67,6 +67,9 @@ func startEtcdCluster(bin, dir, label string, ps *ports, heartbeat, election tim
 			"--election-timeout", fmt.Sprint(election.Milliseconds()),
 			"--logger", "zap",
 			"--log-level", "warn",
+			// Workload 6 forces a collection through /debug/pprof/heap?gc=1
+			// before it reads the live heap, on both systems alike.
+			"--enable-pprof",
 		}
 		if err := c.startNode(n); err != nil {
 			c.stop()

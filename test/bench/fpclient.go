@@ -122,18 +122,27 @@ func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code,
 // do sends method path with body in (nil for none) and decodes a 2xx reply
 // into out (nil to discard).
 func (c *fpClient) do(method, path string, in, out any) error {
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(method)
-	req.SetRequestURI("http://" + c.addr + path)
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
+		body = b
+	}
+	return c.doRaw(method, path, body, out)
+}
+
+// doRaw is do with the request body already encoded (nil for none).
+func (c *fpClient) doRaw(method, path string, body []byte, out any) error {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(method)
+	req.SetRequestURI("http://" + c.addr + path)
+	if body != nil {
 		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(b)
+		req.SetBodyRaw(body)
 	}
 	if method != fasthttp.MethodGet {
 		req.Header.Set("X-Request-Id", c.prefix+strconv.FormatUint(c.seq.Add(1), 36))
@@ -188,12 +197,35 @@ func (c *fpClient) checkpoint(task, sid string, epoch uint64, step string, data 
 		fpLeaseReq{SessionID: sid, Epoch: epoch, Step: step, Data: data}, nil)
 }
 
+// fpBeat is one session's heartbeat, encoded once: a sidecar names the
+// same leases in every heartbeat until one of them changes, so a client
+// need not re-encode the body each time.
+type fpBeat struct {
+	path string
+	body []byte
+	n    int // leases named
+}
+
+// newBeat encodes the heartbeat of session sid naming held.
+func newBeat(sid string, held []fpHeld) fpBeat {
+	b, err := json.Marshal(fpHeartbeatReq{Leases: held})
+	if err != nil {
+		panic(err) // a struct of strings and integers always encodes
+	}
+	return fpBeat{path: "/v1/sessions/" + url.PathEscape(sid) + "/heartbeat", body: b, n: len(held)}
+}
+
 // heartbeat renews session sid and the leases it names; it returns how many
 // leases the reply says are renewed.
 func (c *fpClient) heartbeat(sid string, held []fpHeld) (int, error) {
+	return c.beat(newBeat(sid, held))
+}
+
+// beat sends a prepared heartbeat; only a reply renewing every lease it
+// names counts as a success.
+func (c *fpClient) beat(hb fpBeat) (int, error) {
 	var r fpHeartbeatReply
-	if err := c.do("POST", "/v1/sessions/"+url.PathEscape(sid)+"/heartbeat",
-		fpHeartbeatReq{Leases: held}, &r); err != nil {
+	if err := c.doRaw("POST", hb.path, hb.body, &r); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -202,8 +234,8 @@ func (c *fpClient) heartbeat(sid string, held []fpHeld) (int, error) {
 			n++
 		}
 	}
-	if n < len(held) {
-		return n, fmt.Errorf("heartbeat renewed %d of %d leases", n, len(held))
+	if n < hb.n {
+		return n, fmt.Errorf("heartbeat renewed %d of %d leases", n, hb.n)
 	}
 	return n, nil
 }

@@ -258,6 +258,8 @@ func (h *harness) memory() {
 	memoryLoad(h.res, h.etcd, h.plan.MemLeases, h.plan.MemLimit, etcdFill(h.lb.etcd))
 	h.res.row(wlMemory, cs, "leader bytes/lease", false, sysFP, sysEtcd, extra("leader bytes/lease"))
 	h.res.row(wlMemory, cs, "follower bytes/lease", false, sysFP, sysEtcd, extra("follower bytes/lease"))
+	h.res.row(wlMemory, cs, "leader live heap bytes/lease", false, sysFP, sysEtcd, extra("leader live heap bytes/lease"))
+	h.res.row(wlMemory, cs, "follower live heap bytes/lease", false, sysFP, sysEtcd, extra("follower live heap bytes/lease"))
 	h.res.row(wlMemory, cs, "leader RSS MiB", false, sysFP, sysEtcd, extra("leader MiB"))
 	h.res.row(wlMemory, cs, "fill leases/s", true, sysFP, sysEtcd, rate)
 }

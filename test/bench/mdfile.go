@@ -142,11 +142,16 @@ with other work it drifts much less than throughput does, so it is the better fi
    (compare-and-create), then lease revoke — three requests, each a raft proposal; the standard etcd lock recipe. Figure: cycles/s.
    Bound: raft commit (fsync per batch) at C=1; CPU at C=64.
 2. **heartbeats** — fencepost: S sessions each holding L leases; one heartbeat renews the session and all L
-   leases, in the leader's memory after a VerifyLeader round (no raft entry). etcd: one lease per task, S·L leases;
-   one keepalive renews one lease. "KeepAliveOnce" is the client's unary form (a short stream per call);
-   "keepalive stream" keeps long-lived LeaseKeepAlive streams with up to 8 requests in flight each. renewals/s =
-   heartbeats/s × L for fencepost and keepalives/s for etcd. Bound: leader CPU (JSON decode of the lease list and
-   the VerifyLeader round trip for fencepost; gRPC stream handling for etcd).
+   leases, in the leader's memory after a VerifyLeader round (no raft entry); the request names the L leases and
+   the reply answers for each. The harness encodes each session's heartbeat body once, as a sidecar may (the list
+   only changes when a lease does), and decodes every reply with encoding/json, counting only replies that renew
+   all L leases. etcd: one lease per task, S·L leases; one keepalive renews one lease. "KeepAliveOnce" is the
+   client's unary form (a short stream per call); "keepalive stream" keeps long-lived LeaseKeepAlive streams with
+   up to 8 requests in flight each. renewals/s = heartbeats/s × L for fencepost and keepalives/s for etcd, so with
+   L = 10 the renewals ratio is ten times the heartbeats ratio, whatever either side does. Bound: CPU. On the
+   fencepost leader a heartbeat costs one HTTP read and write (syscalls and fasthttp's parsing), the lookup of the
+   session's leases for the reply, and its share of a VerifyLeader round; renewing is one map write per heartbeat,
+   whatever L is. The load generator's share (fasthttp client, JSON decode of the reply) is in the CPU table.
 3. **fenced checkpoint writes** — a write that must only land while the writer still holds the lease.
    fencepost: ` + "`POST /v1/tasks/{id}/checkpoint`" + ` carrying the epoch (256-byte payload). etcd: a txn comparing the lock
    key's create revision (the holder's token) and then putting the checkpoint key (256 bytes). One raft entry on
@@ -168,7 +173,11 @@ with other work it drifts much less than throughput does, so it is the better fi
    same rep. Bound: CPU shared by generator, proxy and upstream.
 6. **memory** — RSS (VmRSS from /proc) of every node before and after taking N leases (fencepost: one session
    per 100 leases, acquire with create; etcd: lease grant + task key, as in workload 1), after a 2 s settle.
-   bytes/lease = RSS growth / leases. For the Go processes RSS includes garbage not yet returned to the OS, so the
-   figure is an upper bound on live memory. Sidecar RSS is sampled every 100 ms during workload 5: idle before the
-   load and the peak under load, beside nginx's (master + workers) and squid's.
+   bytes/lease = RSS growth / leases, split into anonymous memory (heap, stacks) and file-backed pages (the raft
+   log's bolt mmap on fencepost, bolt's mmap on etcd). For a Go process RSS includes garbage not yet collected:
+   with the default GOGC=100 the heap may grow to twice its live size before a collection, so RSS is an upper
+   bound. Beside it, "live heap bytes/lease" is the growth of go_memstats_heap_alloc_bytes read right after a
+   forced collection (/debug/pprof/heap?gc=1 on both systems): the memory the state itself takes. Sidecar RSS is
+   sampled every 100 ms during workload 5: idle before the load and the peak under load, beside nginx's (master +
+   workers) and squid's.
 `

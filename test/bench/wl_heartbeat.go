@@ -107,11 +107,14 @@ func (lb *leaseBench) fpHeartbeat(c int, sids []string, held [][]fpHeld) Measure
 		return errNoFP
 	}
 	cl := newFPClient(lb.fpTarget(), c, opTimeout)
+	beats := make([]fpBeat, len(sids))
+	for s := range sids {
+		beats[s] = newBeat(sids[s], held[s])
+	}
 	var next atomic.Int64
 	return metered(lb.fpPids(), func() Measure {
 		return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
-			s := int(next.Add(1)) % len(sids)
-			_, err := cl.heartbeat(sids[s], held[s])
+			_, err := cl.beat(beats[int(next.Add(1))%len(beats)])
 			return err
 		})
 	})

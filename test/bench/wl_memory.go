@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -69,6 +72,59 @@ func nodeRSSSplit(c memCluster) []rssSplit {
 	return out
 }
 
+// nodeLiveHeap forces a garbage collection on every node (pprof's
+// /debug/pprof/heap?gc=1, served by both systems in this harness) and then
+// reads go_memstats_heap_alloc_bytes from its /metrics: the heap that is
+// live, without the garbage a Go process carries until its next
+// collection, which RSS includes (with GOGC=100 the heap may grow to twice
+// the live size before a collection). Bytes; -1 where unreadable.
+func nodeLiveHeap(c memCluster) []int64 {
+	hc := &http.Client{Timeout: 60 * time.Second}
+	var out []int64
+	for _, ep := range c.endpoints() {
+		if !strings.HasPrefix(ep, "http://") {
+			ep = "http://" + ep
+		}
+		v, err := liveHeapOf(hc, ep)
+		if err != nil {
+			logf("%s %s: live heap of %s: %v", wlMemory, c.name(), ep, err)
+			v = -1
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// liveHeapOf is nodeLiveHeap for one node at base URL.
+func liveHeapOf(hc *http.Client, base string) (int64, error) {
+	resp, err := hc.Get(base + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("heap profile: HTTP %d", resp.StatusCode)
+	}
+	resp, err = hc.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_alloc_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no go_memstats_heap_alloc_bytes in /metrics")
+}
+
 // memoryLoad measures workload 6 on one cluster. It takes a tenth of the
 // n leases first (so one-time growth — buffers, the first heap arenas, the
 // bolt mmap — is paid), reads every node's RSS, takes the other nine
@@ -86,6 +142,7 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 	first, err := fill(n/10, deadline)
 	time.Sleep(time.Second)
 	before, beforeSplit := nodeRSS(c), nodeRSSSplit(c)
+	heapBefore := nodeLiveHeap(c)
 	var added int
 	if err == nil {
 		added, err = fill(n-n/10, deadline)
@@ -93,6 +150,7 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 	el := time.Since(t0)
 	time.Sleep(2 * time.Second)
 	after, afterSplit := nodeRSS(c), nodeRSSSplit(c)
+	heapAfter := nodeLiveHeap(c)
 	held := first + added
 	m := Measure{Ops: int64(held), Elapsed: el, Rate: float64(held) / el.Seconds()}
 	if err != nil {
@@ -111,6 +169,21 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 			}
 		}
 		x["follower bytes/lease"] = fol
+		liveFol := -1.0
+		for i := range heapAfter {
+			if heapBefore[i] < 0 || heapAfter[i] < 0 {
+				continue
+			}
+			v := float64(heapAfter[i]-heapBefore[i]) / float64(added)
+			if i == leader {
+				x["leader live heap bytes/lease"] = v
+			} else {
+				liveFol = max(liveFol, v)
+			}
+		}
+		if liveFol >= 0 {
+			x["follower live heap bytes/lease"] = liveFol
+		}
 		for i := range after {
 			who := "follower"
 			if i == leader {
@@ -125,10 +198,10 @@ func memoryLoad(res *Results, c memCluster, n int, limit time.Duration, fill fun
 		}
 	}
 	res.add(Run{Workload: wlMemory, Case: fmt.Sprintf("%d leases", n), System: c.name(), Rep: 1, Measure: m, Extra: x})
-	logf("%s %s: %d leases in %.1fs; leader RSS %d→%d KiB over the last %d (%.0f B/lease: anon %.0f, file %.0f), followers max %.0f B/lease (anon %.0f, file %.0f) %s",
+	logf("%s %s: %d leases in %.1fs; leader RSS %d→%d KiB over the last %d (%.0f B/lease: anon %.0f, file %.0f; live heap %.0f), followers max %.0f B/lease (anon %.0f, file %.0f; live heap %.0f) %s",
 		wlMemory, c.name(), held, el.Seconds(), before[leader], after[leader], added,
-		x["leader bytes/lease"], x["leader anon bytes/lease"], x["leader file bytes/lease"],
-		x["follower bytes/lease"], x["follower anon bytes/lease"], x["follower file bytes/lease"], m.FirstEr)
+		x["leader bytes/lease"], x["leader anon bytes/lease"], x["leader file bytes/lease"], x["leader live heap bytes/lease"],
+		x["follower bytes/lease"], x["follower anon bytes/lease"], x["follower file bytes/lease"], x["follower live heap bytes/lease"], m.FirstEr)
 }
 
 // fpFill opens one session per 100 leases and acquires n tasks through
