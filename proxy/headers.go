@@ -33,13 +33,51 @@ var hopByHop = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-func isHopByHop(name []byte) bool {
-	for _, h := range hopByHop {
+// dropNames are the names a worker request header never keeps on the
+// way upstream beyond hopByHop (see dropOnForward).
+var dropNames = []string{fence.HeaderIdempotencyKey, "Host", "Content-Length", "Expect", "HTTP2-Settings"}
+
+// maxNameLen bounds the lengths the by-length tables index; every name in
+// hopByHop and dropNames is shorter.
+const maxNameLen = 32
+
+// hopByHopByLen and dropByLen hold the names of hopByHop and of hopByHop
+// plus dropNames by length. Every forwarded header is checked against
+// them, and a case-insensitive comparison with every name was a visible
+// share of the proxy path's own CPU; names of another length can never
+// match, so only the few of the same length are compared.
+var hopByHopByLen, dropByLen = byLen(hopByHop), byLen(append(append([]string(nil), hopByHop...), dropNames...))
+
+func byLen(names []string) (t [maxNameLen][]string) {
+	for _, n := range names {
+		t[len(n)] = append(t[len(n)], n)
+	}
+	return t
+}
+
+// inByLen reports whether name equals, ignoring case, one of the names in
+// t. Like equalFold it is for header names, which are ASCII.
+func inByLen(t *[maxNameLen][]string, name []byte) bool {
+	if len(name) >= maxNameLen {
+		return false
+	}
+	for _, h := range t[len(name)] {
 		if bytes.EqualFold(name, []byte(h)) {
 			return true
 		}
 	}
 	return false
+}
+
+func isHopByHop(name []byte) bool { return inByLen(&hopByHopByLen, name) }
+
+// equalFold is bytes.EqualFold with the length compared first: most
+// header names differ from the one looked for in length. It is exact for
+// header names, which fasthttp only accepts as ASCII token bytes (a
+// non-ASCII fold such as U+212A for "k" could otherwise match at another
+// length); values such as Connection tokens use bytes.EqualFold.
+func equalFold(b []byte, s string) bool {
+	return len(b) == len(s) && bytes.EqualFold(b, []byte(s))
 }
 
 func hasPrefixFold(b []byte, prefix string) bool {
@@ -66,23 +104,23 @@ func scanRequest(h *fasthttp.RequestHeader) reqScan {
 	var s reqScan
 	for k, v := range h.All() {
 		switch {
-		case bytes.EqualFold(k, []byte("Connection")), bytes.EqualFold(k, []byte("Proxy-Connection")):
+		case equalFold(k, "Connection"), equalFold(k, "Proxy-Connection"):
 			for _, tok := range bytes.Split(v, []byte(",")) {
 				if tok = bytes.TrimSpace(tok); len(tok) > 0 {
 					s.connTokens = append(s.connTokens, bytes.Clone(tok))
 				}
 			}
-		case bytes.EqualFold(k, []byte("Proxy-Authorization")):
+		case equalFold(k, "Proxy-Authorization"):
 			s.proxyAuth = append(s.proxyAuth, string(v))
-		case bytes.EqualFold(k, []byte(HeaderTaskSelect)):
+		case equalFold(k, HeaderTaskSelect):
 			s.taskSelect = append(s.taskSelect, string(v))
-		case bytes.EqualFold(k, []byte(HeaderActionID)):
+		case equalFold(k, HeaderActionID):
 			s.actionID = append(s.actionID, string(v))
-		case bytes.EqualFold(k, []byte(fence.HeaderIdempotencyKey)):
+		case equalFold(k, fence.HeaderIdempotencyKey):
 			s.idemKey = append(s.idemKey, string(v))
-		case bytes.EqualFold(k, []byte("Upgrade")), bytes.EqualFold(k, []byte("HTTP2-Settings")):
+		case equalFold(k, "Upgrade"), equalFold(k, "HTTP2-Settings"):
 			s.upgrade = true
-		case bytes.EqualFold(k, []byte("Expect")):
+		case equalFold(k, "Expect"):
 			s.expect = true
 		}
 	}
@@ -96,9 +134,9 @@ func scanRequest(h *fasthttp.RequestHeader) reqScan {
 		}
 		name = bytes.TrimSpace(name)
 		switch {
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+		case equalFold(name, "Transfer-Encoding"):
 			s.hasTE = true
-		case bytes.EqualFold(name, []byte("Content-Length")):
+		case equalFold(name, "Content-Length"):
 			s.hasCL++
 		}
 	}
@@ -111,10 +149,7 @@ func scanRequest(h *fasthttp.RequestHeader) reqScan {
 // validation), Host and Content-Length (set from the target and the
 // body), and Expect (the body has already been received).
 func (s *reqScan) dropOnForward(k []byte) bool {
-	if isHopByHop(k) || hasPrefixFold(k, fencingPrefix) ||
-		bytes.EqualFold(k, []byte(fence.HeaderIdempotencyKey)) ||
-		bytes.EqualFold(k, []byte("Host")) || bytes.EqualFold(k, []byte("Content-Length")) ||
-		bytes.EqualFold(k, []byte("Expect")) || bytes.EqualFold(k, []byte("HTTP2-Settings")) {
+	if inByLen(&dropByLen, k) || hasPrefixFold(k, fencingPrefix) {
 		return true
 	}
 	for _, t := range s.connTokens {
@@ -139,7 +174,7 @@ func copyRequestHeaders(dst, src *fasthttp.RequestHeader, scan *reqScan) {
 func copyResponseHeaders(dst, src *fasthttp.ResponseHeader) {
 	var connTokens [][]byte
 	for k, v := range src.All() {
-		if bytes.EqualFold(k, []byte("Connection")) {
+		if equalFold(k, "Connection") {
 			for _, tok := range bytes.Split(v, []byte(",")) {
 				if tok = bytes.TrimSpace(tok); len(tok) > 0 {
 					connTokens = append(connTokens, bytes.Clone(tok))
@@ -148,7 +183,7 @@ func copyResponseHeaders(dst, src *fasthttp.ResponseHeader) {
 		}
 	}
 	for k, v := range src.All() {
-		if isHopByHop(k) || bytes.EqualFold(k, []byte("Content-Length")) {
+		if isHopByHop(k) || equalFold(k, "Content-Length") {
 			continue
 		}
 		skip := false
