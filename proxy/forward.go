@@ -158,7 +158,17 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 	if end < 0 {
 		end = len(rest)
 	}
-	authority := string(rest[:end])
+	// The authority and the raw path are adjacent in the request line:
+	// one string holds both, so a request costs one allocation for them.
+	pathEnd := end
+	if p := rest[end:]; len(p) > 0 && p[0] == '/' {
+		pathEnd = len(rest)
+		if q := bytes.IndexAny(p, "?#"); q >= 0 {
+			pathEnd = end + q
+		}
+	}
+	both := string(rest[:pathEnd])
+	authority := both[:end]
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
 		authority = authority[i+1:] // user info goes upstream as Authorization
 	}
@@ -167,11 +177,8 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 		return target{}, nil, &errReply{status: 400, code: CodeBadRequest, title: "invalid host", detail: err.Error()}
 	}
 	t := target{host: host, rawPath: "/"}
-	if p := rest[end:]; len(p) > 0 && p[0] == '/' {
-		if q := bytes.IndexAny(p, "?#"); q >= 0 {
-			p = p[:q]
-		}
-		t.rawPath = string(p)
+	if pathEnd > end {
+		t.rawPath = both[end:]
 	}
 	// The normalised path is usually the raw one: share its string.
 	if np := ctx.Request.URI().Path(); string(np) == t.rawPath {
