@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -85,7 +86,7 @@ func nodeLiveHeap(c memCluster) []int64 {
 		if !strings.HasPrefix(ep, "http://") {
 			ep = "http://" + ep
 		}
-		v, err := liveHeapOf(hc, ep)
+		v, err := liveHeapOf(hc, ep, c.name())
 		if err != nil {
 			logf("%s %s: live heap of %s: %v", wlMemory, c.name(), ep, err)
 			v = -1
@@ -95,13 +96,26 @@ func nodeLiveHeap(c memCluster) []int64 {
 	return out
 }
 
-// liveHeapOf is nodeLiveHeap for one node at base URL.
-func liveHeapOf(hc *http.Client, base string) (int64, error) {
+// liveHeapOf is nodeLiveHeap for one node at base URL. With --profile the
+// heap profile it asks for is kept (DIR/heap-<system>-<seq>.pprof).
+func liveHeapOf(hc *http.Client, base, system string) (int64, error) {
 	resp, err := hc.Get(base + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return 0, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	var sink io.Writer = io.Discard
+	if prof != nil {
+		prof.mu.Lock()
+		prof.seq++
+		path := filepath.Join(prof.dir, fmt.Sprintf("heap-%s-%03d.pprof", strings.ReplaceAll(system, " ", "_"), prof.seq))
+		prof.mu.Unlock()
+		if f, err := os.Create(path); err == nil {
+			defer f.Close()
+			sink = f
+			logf("heap profile %s", path)
+		}
+	}
+	_, _ = io.Copy(sink, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("heap profile: HTTP %d", resp.StatusCode)
