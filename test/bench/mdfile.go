@@ -140,7 +140,10 @@ with other work it drifts much less than throughput does, so it is the better fi
    ` + "`POST /v1/tasks/{id}/acquire`" + ` (create) then ` + "`POST .../release`" + ` (given_back): two requests, each committed through raft.
    etcd: lease grant, a txn that creates the task key under that lease only if it does not exist
    (compare-and-create), then lease revoke — three requests, each a raft proposal; the standard etcd lock recipe. Figure: cycles/s.
-   Bound: raft commit (fsync per batch) at C=1; CPU at C=64.
+   Bound: raft commit latency at C=1: hashicorp/raft writes the leader's entries (a bolt commit: two fdatasyncs)
+   before it sends them to the followers, which commit them the same way, so a commit costs two fsynced bolt
+   commits in sequence (etcd fsyncs its leader's WAL while it replicates). At C=64: CPU, for fencepost spread over
+   the HTTP handling, raft replication, the FSM and the Ed25519 signature of every grant's token.
 2. **heartbeats** — fencepost: S sessions each holding L leases; one heartbeat renews the session and all L
    leases, in the leader's memory after a VerifyLeader round (no raft entry); the request names the L leases and
    the reply answers for each. The harness encodes each session's heartbeat body once, as a sidecar may (the list
@@ -170,7 +173,13 @@ with other work it drifts much less than throughput does, so it is the better fi
    one generator for both the max-rate and the fixed-rate runs keeps the paths comparable.) Max rate: closed loop.
    Fixed rate: open loop with latency counted from each request's due time when the generator was late because
    the target was slow (no coordinated omission). "Added" latency is the path's p50/p99 minus direct's in the
-   same rep. Bound: CPU shared by generator, proxy and upstream.
+   same rep. Bound: on the sidecar, mostly the kernel. perf on the sidecar process under the POST load shows the
+   top of its CPU in the scheduler's context switches and futex wake-ups (Go parks the goroutine on every read
+   that would block and hands ready goroutines between threads) and in loopback TCP (the receiving side's work is
+   charged to the writer); the proxy's own Go code (routing, lease check, stamping, header copies) is a few µs of
+   it (` + "`go test ./proxy -run XXX -bench Raw -cpuprofile`" + `). nginx does the same socket work from one event
+   loop per core without hand-offs. The fixed-rate latencies are bound by wake-up latency on 2 shared cores: every
+   proxy adds two hops, and nginx's added p50 is of the same order as the sidecar's.
 6. **memory** — RSS (VmRSS from /proc) of every node before and after taking N leases (fencepost: one session
    per 100 leases, acquire with create; etcd: lease grant + task key, as in workload 1), after a 2 s settle.
    bytes/lease = RSS growth / leases, split into anonymous memory (heap, stacks) and file-backed pages (the raft
