@@ -18,7 +18,10 @@ func (m *Model) openSession(c *Command) Result {
 
 // closeSession ends a session; its active leases are given back so the tasks
 // are claimable at once, while leases already suspect_dead or expired keep
-// going through reclaim (their holder was not known to be done).
+// going through reclaim (their holder was not known to be done). A suspect
+// lease is expired on the way: no heartbeat of the closed session can
+// revive it any more, and a later session opened under the same id, by
+// whichever worker, must not inherit it with its epoch (I2).
 func (m *Model) closeSession(c *Command) Result {
 	if _, ok := m.sessions[c.SessionID]; !ok {
 		return Result{Err: ErrSessionNotFound}
@@ -26,10 +29,14 @@ func (m *Model) closeSession(c *Command) Result {
 	var res Result
 	for tid := range m.held[c.SessionID] {
 		t := m.writable(m.tasks[tid])
-		if t.Lease.Status == StatusActive {
+		switch t.Lease.Status {
+		case StatusActive:
 			m.endLease(t, StatusReleased, c, "session closed")
 			m.makeClaimable(t, c)
 			res.Released = append(res.Released, *t.Lease)
+		case StatusSuspectDead:
+			t.Lease.Status, t.Lease.StatusAt, t.Lease.Reason = StatusExpired, c.Time, "session closed while suspect"
+			t.UpdatedAt = c.Time
 		}
 	}
 	if len(m.held[c.SessionID]) == 0 {

@@ -77,8 +77,10 @@ func TestCloseSession(t *testing.T) {
 	require.Equal(t, StatusReleased, a.Lease.Status)
 	require.Equal(t, h.now, a.ClaimableAt)
 
-	// The suspect and expired leases keep going through reclaim.
-	require.Equal(t, StatusSuspectDead, h.task("b").Lease.Status)
+	// The suspect and expired leases keep going through reclaim; the
+	// suspect one is expired, since no heartbeat of s1 can come any more.
+	require.Equal(t, StatusExpired, h.task("b").Lease.Status)
+	require.Equal(t, "session closed while suspect", h.task("b").Lease.Reason)
 	require.Equal(t, StatusExpired, h.task("c").Lease.Status)
 	require.Equal(t, []string{"b", "c"}, leaseTasks(h.m.SessionLeases("s1")))
 	require.Equal(t, []string{"b", "c", "other"}, leaseTasks(h.m.LiveLeases()))
@@ -88,12 +90,18 @@ func TestCloseSession(t *testing.T) {
 	h.noop(claimS("s1"), ErrSessionNotFound)
 	h.noop(closeS("s1"), ErrSessionNotFound)
 
+	// A session opened again under the same id, by another worker, cannot
+	// revive the old one's lease and so hold its epoch (I2).
+	h.ok(Command{Op: OpOpenSession, SessionID: "s1", WorkerID: "someone-else"})
+	h.noop(Command{Op: OpRevive, TaskID: "b", Epoch: eb, SessionID: "s1"}, ErrLeaseNotActive)
+	require.Equal(t, StatusExpired, h.task("b").Lease.Status)
+	h.ok(closeS("s1"))
+
 	// The given-back task is claimable at once; b finishes reclaim.
 	h.ok(openS("s3"))
 	res = h.ok(claimS("s3"))
 	require.Equal(t, "a", res.Task.ID)
 	require.Greater(t, res.Lease.Epoch, ea)
-	h.ok(leaderOp(OpExpire, "b", eb))
 	h.ok(leaderOp(OpReclaim, "b", eb))
 	h.ok(leaderOp(OpReclaim, "c", ec))
 	require.Empty(t, h.m.SessionLeases("s1"))
