@@ -67,6 +67,12 @@ func (s *Store) expireOnce(ctx context.Context) int {
 		go func(c *lease.Command) {
 			defer wg.Done()
 			res, err := s.propose(ctx, c)
+			if c.Op == lease.OpCloseSession && err == nil {
+				// Applied or refused: either way no close is in flight.
+				// On an error the outcome is unknown, so the mark stays
+				// and the next tick proposes again.
+				s.lessor.closeDone(c.SessionID)
+			}
 			if err != nil {
 				if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) && ctx.Err() == nil {
 					s.log.Warn("expiry proposal failed", zap.String("op", c.Op.String()), zap.Error(err))
@@ -99,7 +105,6 @@ func (s *Store) observeExpiry(c *lease.Command, res lease.Result) {
 	case lease.OpSignal:
 		s.observeSignal(c, res)
 	case lease.OpCloseSession:
-		s.lessor.forgetSession(c.SessionID)
 		s.m.sessionsClosed.Inc()
 	}
 	s.log.Info("lease transition", zap.String("op", c.Op.String()), zap.String("task", c.TaskID),

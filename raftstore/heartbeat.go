@@ -42,14 +42,20 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		return api.HeartbeatResponse{}, err
 	}
 	recv := s.clock.Now()
-	var ok bool
+	var (
+		ok       bool
+		renewErr error
+	)
 	s.fsm.read(func(m *lease.Model) {
 		if ok = m.HasSession(sessionID); ok {
-			s.lessor.renew(recv, sessionID)
+			renewErr = s.lessor.renew(recv, sessionID)
 		}
 	})
 	if !ok {
 		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
+	}
+	if renewErr != nil {
+		return api.HeartbeatResponse{}, renewErr
 	}
 	if err := s.verify.wait(ctx); err != nil {
 		return api.HeartbeatResponse{}, err

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"fmt"
 	"hash/fnv"
 	"iter"
 	"sync"
@@ -56,6 +57,12 @@ type sessionClock struct {
 	// lease as for a hundred, and a lease granted to the session while
 	// the heartbeat waits for its verify round is covered as well.
 	renewed time.Time
+	// closing is set when plan proposes closing the session for
+	// idleness, and cleared once that proposal has been applied (or was
+	// a no-op). Meanwhile renew refuses: a heartbeat acknowledged while
+	// the close is in flight would leave its sidecar a deadline for
+	// leases the close is about to give back.
+	closing bool
 }
 
 // tracked is the in-memory deadline of one lease and the scan that last
@@ -133,15 +140,19 @@ func (l *lessor) demote() {
 // renew records a heartbeat of session received at recv: the session is
 // alive and every active or suspect lease it holds lives until recv + its
 // TTL (sessionClock.renewed). Suspect leases are covered too, so the
-// expiry loop cannot expire one whose revive is on its way. It reports
-// false on a node that is not leading, which renews nothing.
-func (l *lessor) renew(recv time.Time, session string) bool {
+// expiry loop cannot expire one whose revive is on its way. It renews
+// nothing and returns ErrNotLeader on a node that is not leading, and
+// lease.ErrSessionNotFound for a session whose idle close is in flight.
+func (l *lessor) renew(recv time.Time, session string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.leading {
-		return false
+		return ErrNotLeader
 	}
 	sc := l.sessions[session]
+	if sc.closing {
+		return fmt.Errorf("raftstore: session %q is being closed (idle): %w", session, lease.ErrSessionNotFound)
+	}
 	if recv.After(sc.heard) {
 		sc.heard = recv
 	}
@@ -149,7 +160,19 @@ func (l *lessor) renew(recv time.Time, session string) bool {
 		sc.renewed = recv
 	}
 	l.sessions[session] = sc
-	return true
+	return nil
+}
+
+// closeDone clears the closing mark plan set on session: its close has
+// been applied (the session is gone, and plan's sweep drops the entry) or
+// was refused (the session stays and may heartbeat again).
+func (l *lessor) closeDone(session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sc, ok := l.sessions[session]; ok && sc.closing {
+		sc.closing = false
+		l.sessions[session] = sc
+	}
 }
 
 // touchSession marks a session as heard from (opened, or re-opened).
@@ -157,13 +180,6 @@ func (l *lessor) touchSession(session string, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.hearLocked(session, at)
-}
-
-// forget drops a closed session's bookkeeping.
-func (l *lessor) forgetSession(session string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.sessions, session)
 }
 
 // deadline returns the lease's effective deadline: the later of the
@@ -310,8 +326,13 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 		}
 		if now.Sub(sc.heard) > l.idle && len(out) < limit {
 			add(lease.Command{Op: lease.OpCloseSession, SessionID: s, Reason: "session idle"})
+			sc.closing = true
+			l.sessions[s] = sc
 		}
 	}
+	// A closed session's entry goes here, under the FSM's read lock, and
+	// not when its close returns: by then the id may be open again, with a
+	// renewal already acknowledged.
 	for s := range l.sessions {
 		if !open[s] {
 			delete(l.sessions, s)

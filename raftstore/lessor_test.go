@@ -261,7 +261,7 @@ func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 
 	l.demote()
 	require.Empty(t, l.plan(in, 1000), "a demoted lessor proposes nothing")
-	require.False(t, l.renew(c.Now(), "s1"), "a demoted lessor renews nothing")
+	require.ErrorIs(t, l.renew(c.Now(), "s1"), ErrNotLeader, "a demoted lessor renews nothing")
 }
 
 func TestLessorRateLimitAndIdleSessions(t *testing.T) {
@@ -288,6 +288,55 @@ func TestLessorRateLimitAndIdleSessions(t *testing.T) {
 	require.Equal(t, 9, closes)
 	_, ok := lm.m.Session("sa")
 	require.True(t, ok)
+}
+
+// Once a tick has proposed closing an idle session, no heartbeat of it is
+// acknowledged until the close is done: the close gives its leases back.
+func TestLessorRefusesRenewalWhileIdleCloseInFlight(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.idle = 30 * time.Second
+	lm.l.promote(nil, nil)
+	lm.grant("a", "s1")
+	require.Empty(t, lm.tick(), "the first tick only notes the session")
+	lm.clock.Advance(31 * time.Second)
+	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil, Sessions: lm.m.SessionIDs()}
+	var closing bool
+	for _, c := range lm.l.plan(in, 100) {
+		closing = closing || c.Op == lease.OpCloseSession && c.SessionID == "s1"
+	}
+	require.True(t, closing, "the idle session is to be closed")
+
+	err := lm.l.renew(lm.clock.Now(), "s1")
+	require.ErrorIs(t, err, lease.ErrSessionNotFound, "a heartbeat racing the close is refused")
+
+	// The close was refused (say, it lost a race): the session may
+	// heartbeat again, and is no longer idle.
+	lm.l.closeDone("s1")
+	require.NoError(t, lm.l.renew(lm.clock.Now(), "s1"))
+	for _, c := range lm.l.plan(expiryInput{Leases: lm.m.LiveScan(), Sessions: lm.m.SessionIDs()}, 100) {
+		require.NotEqual(t, lease.OpCloseSession, c.Op, "a session heard from just now is not idle")
+	}
+}
+
+// A session closed and opened again under the same id keeps the renewals
+// acknowledged to the new incarnation: only the sweep, which reads the
+// model, drops a session's entry, and it drops only closed ones.
+func TestLessorKeepsRenewalOfReopenedSession(t *testing.T) {
+	lm := newLessorModel(t)
+	lm.l.promote(nil, nil)
+	lm.grant("a", "s1")
+	require.NoError(t, lm.apply(lease.Command{Op: lease.OpCloseSession, SessionID: "s1"}).Err)
+	b := lm.grant("b", "s1") // opens s1 again
+	lm.clock.Advance(lTTL / 2)
+	recv := lm.clock.Now()
+	lm.heartbeat("s1")
+	require.Empty(t, lm.tick())
+	require.Equal(t, recv.Add(lTTL), lm.l.deadline(b), "the acknowledged renewal survives the sweep")
+
+	require.NoError(t, lm.apply(lease.Command{Op: lease.OpCloseSession, SessionID: "s1"}).Err)
+	lm.tick()
+	_, tracked := lm.l.lastHeartbeat("s1")
+	require.False(t, tracked, "a closed session's entry is swept")
 }
 
 func TestLessorWaitDeadlineSignals(t *testing.T) {

@@ -90,11 +90,11 @@ func (s *Store) CloseSession(ctx context.Context, rid, sessionID string) error {
 	if err := checkSessionID(sessionID); err != nil {
 		return err
 	}
-	if _, err := s.run(ctx, rid, &lease.Command{Op: lease.OpCloseSession, SessionID: sessionID}); err != nil {
-		return err
-	}
-	s.lessor.forgetSession(sessionID)
-	return nil
+	// The lessor's entry for the session is dropped by the expiry loop's
+	// sweep, which reads the model: dropping it here, after the apply,
+	// could wipe a renewal of the same id opened again meanwhile.
+	_, err := s.run(ctx, rid, &lease.Command{Op: lease.OpCloseSession, SessionID: sessionID})
+	return err
 }
 
 // CreateTask creates a pending task with its profile's TTL and heartbeat.
