@@ -12,7 +12,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/stretchr/testify v1.12.1
 	github.com/valyala/fasthttp v1.79.0
-	go.etcd.io/bbolt v1.3.5
+	go.etcd.io/bbolt v1.3.12
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -100,11 +100,11 @@ func (s *Store) openRaft() error {
 		return fmt.Errorf("raftstore: create data dir: %w", err)
 	}
 	// raft-boltdb keeps NoSync off: an acknowledged entry is on disk.
-	// NoFreelistSync (as etcd and Consul run bolt) leaves bolt's free-page
-	// list out of every commit, so an append writes and fsyncs only the
-	// entries and the meta page; the list is rebuilt by a scan at open,
-	// and durability of the entries is unchanged. The map freelist keeps
-	// allocation O(1) as the log file grows.
+	// NoFreelistSync (etcd's default; an option in Consul) leaves bolt's
+	// free-page list out of every commit, so an append writes and fsyncs
+	// only the entries and the meta page. The list is rebuilt by a scan at
+	// open (a longer open for a large log); the entries' durability is
+	// unchanged. The map freelist keeps allocation O(1) as the file grows.
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
 	if err != nil {
