@@ -95,8 +95,7 @@ func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		_, sys := u.cfg.Clock.(SystemClock)
-		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, gen: g, clock: u.cfg.Clock, checkWrites: checkWrites, sysClock: sys}
+		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, gen: g, clock: u.cfg.Clock, checkWrites: checkWrites}
 		if g != nil && !g.track(tc, false) {
 			_ = c.Close()
 			return nil, errLeaseCut
@@ -119,7 +118,6 @@ type timedConn struct {
 	gen         *generation
 	clock       Clock
 	checkWrites bool      // a write connection: every socket write needs the lease open
-	sysClock    bool      // clock is SystemClock: its reading also serves the deadline
 	readDL      time.Time // the read deadline last set; only Read uses it
 	writeDL     time.Time // the write deadline last set; only Write uses it
 	once        sync.Once
@@ -131,7 +129,8 @@ const deadlineSlack = 64
 
 // nextDeadline returns the deadline to set for an operation starting
 // now, or false when last still leaves it enough time.
-func (c *timedConn) nextDeadline(now, last time.Time) (time.Time, bool) {
+func (c *timedConn) nextDeadline(last time.Time) (time.Time, bool) {
+	now := time.Now()
 	if !last.IsZero() && !now.Add(c.timeout-c.timeout/deadlineSlack).After(last) {
 		return last, false
 	}
@@ -140,7 +139,7 @@ func (c *timedConn) nextDeadline(now, last time.Time) (time.Time, bool) {
 
 func (c *timedConn) Read(p []byte) (int, error) {
 	if c.timeout > 0 {
-		if d, ok := c.nextDeadline(time.Now(), c.readDL); ok {
+		if d, ok := c.nextDeadline(c.readDL); ok {
 			c.readDL = d
 			_ = c.Conn.SetReadDeadline(d)
 		}
@@ -149,21 +148,11 @@ func (c *timedConn) Read(p []byte) (int, error) {
 }
 
 func (c *timedConn) Write(p []byte) (int, error) {
-	var now time.Time
-	if c.checkWrites {
-		now = c.clock.Now()
-		if !c.gen.open(now) {
-			return 0, errLeaseCut
-		}
+	if c.checkWrites && !c.gen.open(c.clock.Now()) {
+		return 0, errLeaseCut
 	}
 	if c.timeout > 0 {
-		// The lease check's reading is the real time when the clock is
-		// the system clock; a test's fake clock is not, so the deadline
-		// then reads the real one.
-		if !c.checkWrites || !c.sysClock {
-			now = time.Now()
-		}
-		if d, ok := c.nextDeadline(now, c.writeDL); ok {
+		if d, ok := c.nextDeadline(c.writeDL); ok {
 			c.writeDL = d
 			_ = c.Conn.SetWriteDeadline(d)
 		}
