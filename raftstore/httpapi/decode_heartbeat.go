@@ -59,24 +59,31 @@ func (p *hbParser) peek(c byte) bool {
 	return p.i < len(p.b) && p.b[p.i] == c
 }
 
-// str reads a string without escapes or control characters.
-func (p *hbParser) str() (string, bool) {
+// raw reads a string without escapes or control characters and returns
+// its bytes in the body (no copy: keys are only compared).
+func (p *hbParser) raw() ([]byte, bool) {
 	if !p.lit('"') {
-		return "", false
+		return nil, false
 	}
 	start := p.i
 	for p.i < len(p.b) {
 		switch c := p.b[p.i]; {
 		case c == '"':
-			s := string(p.b[start:p.i])
+			b := p.b[start:p.i]
 			p.i++
-			return s, true
+			return b, true
 		case c == '\\' || c < 0x20:
-			return "", false
+			return nil, false
 		}
 		p.i++
 	}
-	return "", false
+	return nil, false
+}
+
+// str is raw as a string of its own (for values that outlive the body).
+func (p *hbParser) str() (string, bool) {
+	b, ok := p.raw()
+	return string(b), ok
 }
 
 // uint reads a JSON integer without sign, fraction or exponent that fits
@@ -109,17 +116,17 @@ func (p *hbParser) held() (api.HeldLease, bool) {
 	}
 	var seenTask, seenEpoch, ok bool
 	for {
-		key, kok := p.str()
+		key, kok := p.raw()
 		if !kok || !p.lit(':') {
 			return h, false
 		}
 		switch {
-		case key == "taskId" && !seenTask:
+		case string(key) == "taskId" && !seenTask:
 			seenTask = true
 			if h.TaskID, ok = p.str(); !ok {
 				return h, false
 			}
-		case key == "epoch" && !seenEpoch:
+		case string(key) == "epoch" && !seenEpoch:
 			seenEpoch = true
 			if h.Epoch, ok = p.uint(); !ok {
 				return h, false
@@ -147,8 +154,8 @@ func parseHeartbeat(body []byte) (req api.HeartbeatRequest, ok bool) {
 		return req, false
 	}
 	if !p.lit('}') {
-		key, kok := p.str()
-		if !kok || key != "leases" || !p.lit(':') {
+		key, kok := p.raw()
+		if !kok || string(key) != "leases" || !p.lit(':') {
 			return req, false
 		}
 		switch {
