@@ -141,9 +141,9 @@ type Config struct {
 	// long outage does not starve client proposals.
 	ProposalsPerTick int
 
-	// SigningKey, when set, signs fencing tokens; its public key is
-	// replicated and served by Keys. When nil the first leader generates a
-	// key and replicates it through raft.
+	// SigningKey, when set, signs fencing tokens; its public key (and id)
+	// is replicated and served by Keys, the private key never leaves this
+	// process. Every member needs the same key. Nil signs nothing.
 	SigningKey ed25519.PrivateKey
 
 	// Registerer receives the store's Prometheus metrics; nil registers
