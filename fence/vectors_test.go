@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -211,7 +212,12 @@ func playStep(serve http.Handler, step *vStep, fill bool) *vExpect {
 	if !fill {
 		step.Expect = &vExpect{}
 	}
-	req := httptest.NewRequest(step.Method, step.Target, strings.NewReader(step.Body))
+	// A bound on the wait: in the deliberately broken build a During step
+	// that should be stale waits for the running write instead, and must
+	// fail the test rather than hang it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, step.Method, step.Target, strings.NewReader(step.Body))
 	for _, h := range step.Headers {
 		req.Header.Add(h[0], h[1])
 	}
