@@ -253,6 +253,9 @@ func playStep(serve http.Handler, step *vStep, fill bool) *vExpect {
 func encodeSequence(seq *vSequence) {
 	var enc func(s *vStep)
 	enc = func(s *vStep) {
+		if s.Headers == nil {
+			s.Headers = []vHeader{}
+		}
 		for i := range s.Headers {
 			v := s.Headers[i][1]
 			if strings.TrimSpace(v) != v || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
