@@ -58,11 +58,11 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	scfg := cfg.Server()
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
-		return err
+		return startError(err)
 	}
 	n, err := node.Start(ncfg)
 	if err != nil {
-		return fmt.Errorf("%w: %w", config.ErrRuntime, err)
+		return startError(err)
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
 	clusterAddr := n.HTTP.Addr()
