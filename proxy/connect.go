@@ -41,7 +41,7 @@ func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 		p.refuse(ctx, p.blocked(why, l, task, true))
 		return
 	}
-	up, err := net.DialTimeout("tcp", hp, p.cfg.DialTimeout)
+	up, err := net.DialTimeout("tcp", dialTarget(hp), p.cfg.DialTimeout)
 	if err != nil {
 		p.metrics.forwarded.Inc()
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)

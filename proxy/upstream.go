@@ -99,7 +99,7 @@ func (u *upstream) dialer(t ticket) fasthttp.DialFunc {
 		if write && t.mayWrite(u.cfg.Clock.Now()) != "" {
 			return nil, errLeaseCut
 		}
-		c, err := net.DialTimeout("tcp", addr, u.cfg.DialTimeout)
+		c, err := net.DialTimeout("tcp", dialTarget(addr), u.cfg.DialTimeout)
 		if err != nil {
 			return nil, err
 		}
