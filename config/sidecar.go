@@ -2,7 +2,8 @@ package config
 
 import (
 	"strings"
-	"time"
+
+	"github.com/fencepost/fencepost/proxy"
 )
 
 // Sidecar configures the per-worker sidecar (fencepost sidecar): the
@@ -139,25 +140,26 @@ type Timeouts struct {
 // DefaultSidecar returns the sidecar defaults. Cluster has no default and
 // WorkerID is derived from the host name by Load.
 func DefaultSidecar() *Sidecar {
+	// Every value comes from package proxy, which owns it.
 	return &Sidecar{
-		ProxyAddr:   "127.0.0.1:7480",
-		ControlAddr: "127.0.0.1:7481",
+		ProxyAddr:   proxy.DefaultProxyAddr,
+		ControlAddr: proxy.DefaultControlAddr,
 		Heartbeat: SidecarHeartbeat{
-			Drift:       0.01,
-			MarginFloor: Duration(200 * time.Millisecond),
+			Drift:       proxy.DefaultDrift,
+			MarginFloor: Duration(proxy.DefaultMarginFloor),
 		},
-		Writes: Writes{ReadsWithoutLease: "allow"},
+		Writes: Writes{ReadsWithoutLease: string(proxy.ReadsAllow)},
 		Limits: Limits{
-			MaxRequestBody:  10 << 20,
-			MaxResponseBody: 64 << 20,
-			MaxHeaderBytes:  64 << 10,
+			MaxRequestBody:  proxy.DefaultMaxRequestBody,
+			MaxResponseBody: proxy.DefaultMaxResponseBody,
+			MaxHeaderBytes:  proxy.DefaultMaxHeaderBytes,
 		},
 		Timeouts: Timeouts{
-			Dial:     Duration(5 * time.Second),
-			Upstream: Duration(60 * time.Second),
-			Idle:     Duration(90 * time.Second),
+			Dial:     Duration(proxy.DefaultDialTimeout),
+			Upstream: Duration(proxy.DefaultUpstreamTimeout),
+			Idle:     Duration(proxy.DefaultIdleTimeout),
 		},
-		DrainTimeout: Duration(30 * time.Second),
+		DrainTimeout: Duration(proxy.DefaultDrainTimeout),
 		Log:          defaultLog(),
 	}
 }

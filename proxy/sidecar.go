@@ -56,7 +56,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	var owned *cluster.Client
 	if c == nil {
 		if len(cfg.Endpoints) == 0 {

@@ -70,7 +70,7 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	s := &Store{
 		cfg: cfg, log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
 		leadReady: make(chan struct{}), closing: make(chan struct{}),
