@@ -32,7 +32,7 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		return api.HeartbeatResponse{}, tooLarge("leases", len(req.Leases), maxHeldLeases)
 	}
 	for _, h := range req.Leases {
-		if err := s.checkTaskID(h.TaskID); err != nil {
+		if err := s.cmds.checkTaskID(h.TaskID); err != nil {
 			return api.HeartbeatResponse{}, err
 		}
 	}
@@ -137,7 +137,7 @@ func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.He
 		resp.Leases = append(resp.Leases, s.namedLeaseState(sessionID, h))
 	}
 	if minTTL == 0 {
-		_, p, _ := s.profile("")
+		_, p, _ := s.cmds.profile("")
 		minTTL = p.TTL
 	}
 	resp.ValidForMs = minTTL.Milliseconds()

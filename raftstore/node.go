@@ -25,6 +25,7 @@ import (
 // safe for concurrent use.
 type Store struct {
 	cfg   Config
+	cmds  *Commands
 	log   *zap.Logger
 	clock Clock
 
@@ -72,7 +73,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	cfg = cfg.WithDefaults()
 	s := &Store{
-		cfg: cfg, log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
+		cfg: cfg, cmds: NewCommands(cfg), log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
 		leadReady: make(chan struct{}), closing: make(chan struct{}),
 	}
 	s.hclog = newHCLog(s.log.Named("raft"))
