@@ -3,9 +3,9 @@ package raftstore
 import (
 	"fmt"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
@@ -24,20 +24,10 @@ const (
 )
 
 // validID reports whether s is a usable identifier: 1..maxBytes bytes of
-// valid UTF-8 without control characters. Ids end up in log lines, token
-// signatures (newline-separated) and URLs, so control characters would make
-// all three ambiguous.
-func validID(s string, maxBytes int) bool {
-	if s == "" || len(s) > maxBytes || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
+// valid UTF-8 without control characters (fence.ValidID's rule). Ids end
+// up in log lines, token signatures (newline-separated) and URLs, so
+// control characters would make all three ambiguous.
+func validID(s string, maxBytes int) bool { return fence.ValidID(s, maxBytes) == nil }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
