@@ -27,22 +27,30 @@ const maxControlBody = 4 << 20
 
 // AcquireRequest is the body of POST /v1/acquire.
 type AcquireRequest struct {
-	TaskID   string `json:"taskId"`
-	Create   bool   `json:"create,omitempty"`
-	Profile  string `json:"profile,omitempty"`
-	Priority int    `json:"priority,omitempty"`
+	// TaskID names the task; required.
+	TaskID string `json:"taskId"`
+	// Create creates the task when the cluster does not know it.
+	Create bool `json:"create,omitempty"`
+	// Profile is the profile a created task gets ("" = the cluster's
+	// default); only read with Create.
+	Profile string `json:"profile,omitempty"`
+	// Priority orders a created task among claimable ones.
+	Priority int `json:"priority,omitempty"`
 }
 
-// GrantReply is the reply to acquire and claim: the local lease view, the
-// task with its latest checkpoint, and effects an earlier owner left in
-// doubt. CheckpointData repeats the latest checkpoint's data as the JSON
-// value it was given as, when it is one (task.checkpoint.data has the
-// same bytes base64-encoded, as every byte field of the cluster API).
+// GrantReply is the reply to acquire and claim.
 type GrantReply struct {
-	Lease          LeaseView       `json:"lease"`
-	Task           lease.Task      `json:"task"`
+	// Lease is the sidecar's local view of the new lease.
+	Lease LeaseView `json:"lease"`
+	// Task is the task with its latest checkpoint.
+	Task lease.Task `json:"task"`
+	// CheckpointData repeats the latest checkpoint's data as the JSON
+	// value it was given as, when it is one (task.checkpoint.data has the
+	// same bytes base64-encoded, as every byte field of the cluster API).
 	CheckpointData json.RawMessage `json:"checkpointData,omitempty"`
-	InDoubt        []*lease.Effect `json:"inDoubt,omitempty"`
+	// InDoubt lists journaled writes an earlier owner left without an
+	// outcome: check them downstream before repeating them.
+	InDoubt []*lease.Effect `json:"inDoubt,omitempty"`
 }
 
 // CheckpointRequest is the body of POST /v1/checkpoint. TaskID may be
