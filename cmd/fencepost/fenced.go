@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
@@ -70,7 +73,7 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
 	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg}
 	if cfg.KeysFrom != "" {
-		keys, err := fetchKeys(ctx, cfg.KeysFrom)
+		keys, err := fetchKeys(ctx, cfg.KeysFrom, cfg.KeysCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: keys_from: %w", config.ErrRuntime, err)
 		}
@@ -89,8 +92,21 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 
 // fetchKeys fetches the cluster's signing keys, retrying for a while: in
 // `fencepost dev` and compose the cluster may still be electing a leader.
-func fetchKeys(ctx context.Context, endpoint string) (fence.StaticKeys, error) {
+// With caFile the keys come over HTTPS, the cluster verified against it.
+func fetchKeys(ctx context.Context, endpoint, caFile string) (fence.StaticKeys, error) {
 	url := endpoint
+	var client *http.Client
+	if caFile != "" {
+		pool, err := pki.LoadPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}}}
+		defer client.CloseIdleConnections()
+		if !strings.Contains(url, "://") {
+			url = "https://" + url
+		}
+	}
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
@@ -98,7 +114,7 @@ func fetchKeys(ctx context.Context, endpoint string) (fence.StaticKeys, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		keys, err := fence.FetchKeys(ctx, nil, url)
+		keys, err := fence.FetchKeys(ctx, client, url)
 		if err == nil && len(keys) > 0 {
 			return keys, nil
 		}

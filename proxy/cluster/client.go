@@ -18,6 +18,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -67,6 +68,11 @@ type Config struct {
 	// DialTimeout bounds a TCP connect (default 1s, at most Timeout); a dead
 	// member is skipped after this long.
 	DialTimeout time.Duration
+	// TLS, when set, makes every call HTTPS with this configuration: it
+	// must verify the cluster's certificate against the cluster CA and
+	// present the caller's certificate (pki.Source.ClientConfig does
+	// both). Nil is plain HTTP, for a cluster on loopback only.
+	TLS *tls.Config
 	// MaxConnsPerEndpoint bounds the pooled connections per member.
 	MaxConnsPerEndpoint int
 	// Logger receives debug logs of retries; nil discards them.
@@ -104,7 +110,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Endpoints is empty", ErrConfig)
 	}
 	for _, ep := range c.Endpoints {
-		if _, err := normalizeEndpoint(ep); err != nil {
+		if _, err := normalizeEndpoint(ep, c.TLS != nil); err != nil {
 			return err
 		}
 	}
@@ -122,7 +128,7 @@ func (c Config) Validate() error {
 // Client calls the cluster API. It is safe for concurrent use.
 type Client struct {
 	cfg       Config
-	endpoints []string // base URLs, "http://host:port"
+	endpoints []string // base URLs, "http(s)://host:port"
 	hc        *fasthttp.Client
 	log       *zap.Logger
 	// current is the index of the endpoint that answered last; calls start
@@ -138,7 +144,7 @@ func New(cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg, log: cfg.Logger}
 	for _, ep := range cfg.Endpoints {
-		base, _ := normalizeEndpoint(ep) // validated above
+		base, _ := normalizeEndpoint(ep, cfg.TLS != nil) // validated above
 		c.endpoints = append(c.endpoints, base)
 	}
 	dialTimeout := cfg.DialTimeout
@@ -161,6 +167,7 @@ func New(cfg Config) (*Client, error) {
 		MaxResponseBodySize: maxResponseBytes,
 		ReadTimeout:         cfg.Timeout,
 		WriteTimeout:        cfg.Timeout,
+		TLSConfig:           cfg.TLS,
 		Dial: func(addr string) (net.Conn, error) {
 			d := net.Dialer{Timeout: dialTimeout}
 			return d.Dial("tcp", addr)
@@ -260,7 +267,7 @@ func (c *Client) do(ctx context.Context, r request) error {
 		defer cancel()
 	}
 	if r.mode == modeFixed {
-		base, err := normalizeEndpoint(r.endpoint)
+		base, err := normalizeEndpoint(r.endpoint, c.cfg.TLS != nil)
 		if err != nil {
 			return err
 		}
@@ -301,7 +308,7 @@ func (c *Client) attempt(ctx context.Context, base string, r request, rid string
 	}
 	var leader string
 	if v := resp.Header.Peek(headerLeader); len(v) > 0 {
-		leader, _ = normalizeEndpoint(string(v))
+		leader, _ = normalizeEndpoint(string(v), c.cfg.TLS != nil)
 	}
 	status := resp.StatusCode()
 	if status >= 200 && status < 300 {
