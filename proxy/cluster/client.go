@@ -18,8 +18,8 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
