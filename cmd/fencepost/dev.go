@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/raftstore/node"
 )
 
@@ -56,6 +60,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // instructions, waits for ctx and stops them in reverse order.
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
 	scfg := cfg.Server()
+	sccfg := cfg.Sidecar()
+	sec, err := devSecrets(cfg.DataDir+"-tls", sccfg.WorkerID)
+	if err != nil {
+		return fmt.Errorf("%w: dev certificates: %w", config.ErrRuntime, err)
+	}
+	scfg.TLS, scfg.Signing.KeyFile = sec.member, sec.signingKey
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
 		return err
@@ -68,22 +78,21 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	clusterAddr := n.HTTP.Addr()
 
 	fcfg := cfg.Fenced()
-	fcfg.KeysFrom = "http://" + clusterAddr
+	fcfg.KeysFrom, fcfg.KeysCAFile = "https://"+clusterAddr, sec.member.CAFile
 	fenced, err := startFenced(ctx, fcfg, log.Named("fenced"), newRegistry())
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, fenced.Close()) }()
 
-	sccfg := cfg.Sidecar()
-	sccfg.Cluster = []string{clusterAddr}
+	sccfg.Cluster, sccfg.ClusterTLS = []string{clusterAddr}, sec.sidecar
 	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
 
-	printDevHelp(stdout, clusterAddr, sc.ProxyAddr(), sc.ControlAddr(), fenced.Addr(), cfg.Task)
+	printDevHelp(stdout, clusterAddr, sc.ProxyAddr(), sc.ControlAddr(), fenced.Addr(), cfg.Task, sec.operator)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
 	return nil
@@ -97,11 +106,11 @@ func portOf(addr string) string {
 	return p
 }
 
-func printDevHelp(w io.Writer, cluster, proxyAddr, control, fenced, task string) {
+func printDevHelp(w io.Writer, cluster, proxyAddr, control, fenced, task string, op config.CertFiles) {
 	fmt.Fprintf(w, `
 fencepost dev is running (Ctrl-C to stop)
 
-  cluster API      http://%[1]s        (GET /v1/cluster, /v1/tasks, /metrics)
+  cluster API      https://%[1]s       (GET /v1/cluster, /v1/tasks, /metrics; TLS, certificates in %[7]s)
   sidecar proxy    http://%[2]s        (the worker's HTTP_PROXY)
   sidecar control  http://%[3]s        (GET /v1/lease, /v1/events, /metrics)
   fenced service   http://%[4]s        (GET /v1/log)
@@ -121,8 +130,43 @@ Try a fenced call (arrives stamped with X-Fencing-Token):
 
 Take the lease away, then try again (409 from the sidecar; nothing reaches the service):
 
+  export FENCEPOST_CA_FILE=%[8]s FENCEPOST_CERT_FILE=%[9]s FENCEPOST_KEY_FILE=%[10]s
   fencepost ctl --cluster %[1]s tasks revoke %[5]s
   curl -s -x http://%[2]s -X POST http://%[4]s/v1/tasks/%[5]s/writes -d 'step 2'
 
-`, cluster, proxyAddr, control, fenced, task, portOf(control))
+`, cluster, proxyAddr, control, fenced, task, portOf(control), filepath.Dir(op.CAFile), op.CAFile, op.CertFile, op.KeyFile)
+}
+
+// devIdentities are the certificates `fencepost dev` runs with.
+type devIdentities struct {
+	member, sidecar, operator config.CertFiles
+	signingKey                string
+}
+
+// devSecrets makes dir hold a CA, the node's, the sidecar's and an
+// operator's certificates and a signing key, creating what is missing, so
+// dev runs with TLS like a real cluster and still starts in one command.
+// dir sits beside the data directory, not in it: the node's data alone
+// cannot forge tokens, in dev as in production.
+func devSecrets(dir, worker string) (devIdentities, error) {
+	loop := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	long := pki.DefaultCertValidity
+	member := pki.Request{Name: "dev", Role: pki.RoleMember, DNSNames: []string{"localhost"}, IPs: loop, Validity: long}
+	sidecar := pki.Request{Name: worker, Role: pki.RoleSidecar, Validity: long}
+	operator := pki.Request{Name: "dev-operator", Role: pki.RoleOperator, Validity: long}
+	ids, err := pki.EnsureLocal(dir, []pki.Request{member, sidecar, operator}, time.Now())
+	if err != nil {
+		return devIdentities{}, err
+	}
+	files := func(r pki.Request) config.CertFiles {
+		f := ids[pki.Identity{Name: r.Name, Role: r.Role}]
+		return config.CertFiles{CAFile: f.CA, CertFile: f.Cert, KeyFile: f.Key}
+	}
+	key := filepath.Join(dir, signingKeyFile)
+	if _, err := os.Stat(key); errors.Is(err, os.ErrNotExist) {
+		if _, err := writeSigningKey(dir); err != nil {
+			return devIdentities{}, err
+		}
+	}
+	return devIdentities{member: files(member), sidecar: files(sidecar), operator: files(operator), signingKey: key}, nil
 }
