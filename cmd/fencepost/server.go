@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,11 +54,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	reg := newRegistry()
 	ncfg, err := nodeConfig(cfg, log, reg)
 	if err != nil {
-		return reportError(stderr, "server", err)
+		return reportError(stderr, "server", startError(err))
 	}
 	n, err := node.Start(ncfg)
 	if err != nil {
-		return reportError(stderr, "server", fmt.Errorf("%w: %w", config.ErrRuntime, err))
+		return reportError(stderr, "server", startError(err))
 	}
 	log.Info("fencepost server started", zap.String("node_id", cfg.NodeID),
 		zap.String("http", n.HTTP.Addr()), zap.String("raft", n.Store.RaftAddr()),

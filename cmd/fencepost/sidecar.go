@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,18 +84,19 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		c, err := cluster.New(cluster.Config{Endpoints: cfg.Cluster, Timeout: timeout, TLS: src.ClientConfig(""),
 			Logger: log.Named("cluster")})
 		if err != nil {
-			return nil, fmt.Errorf("%w: cluster: %w", config.ErrInvalid, err)
+			return nil, startError(err)
 		}
 		cc = c
-	} else {
-		log.Warn("the link to the cluster is PLAIN HTTP (no cluster_tls): for a cluster on loopback only", zap.Strings("cluster", cfg.Cluster))
 	}
 	sc, err := proxy.New(pc, cc)
 	if err != nil {
-		return nil, err
+		return nil, startError(err)
 	}
 	if err := sc.Start(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %w", config.ErrRuntime, err)
+		return nil, startError(err)
+	}
+	if src == nil {
+		log.Warn("the link to the cluster is PLAIN HTTP (no cluster_tls): for a cluster on loopback only", zap.Strings("cluster", cfg.Cluster))
 	}
 	log.Info("fencepost sidecar started", zap.String("proxy", sc.ProxyAddr()),
 		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task), zap.Bool("cluster_tls", src != nil))
