@@ -62,11 +62,17 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
 	scfg := cfg.Server()
 	sccfg := cfg.Sidecar()
+	// The cluster signs only with a key file its members hold (the key
+	// never enters the log), and dev speaks TLS like a real cluster: both
+	// come from devSecrets, beside the data directory, unless configured.
 	sec, err := devSecrets(cfg.DataDir+"-tls", sccfg.WorkerID)
 	if err != nil {
 		return fmt.Errorf("%w: dev certificates: %w", config.ErrRuntime, err)
 	}
-	scfg.TLS, scfg.Signing.KeyFile = sec.member, sec.signingKey
+	scfg.TLS = sec.member
+	if scfg.Signing.KeyFile == "" {
+		scfg.Signing.KeyFile = sec.signingKey
+	}
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
 		return startError(err)
