@@ -26,8 +26,8 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
-	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki"
 )
 
 // metricSourceDirs are the packages that register Prometheus metrics.
