@@ -192,8 +192,7 @@ Try a fenced call (arrives stamped with X-Fencing-Token):
 
 Take the lease away, then try again (409 from the sidecar; nothing reaches the service):
 
-  export FENCEPOST_CA_FILE=%[9]s FENCEPOST_CERT_FILE=%[10]s FENCEPOST_KEY_FILE=%[11]s
-  %[1]s ctl --cluster %[2]s tasks revoke %[6]s
+  %[1]s ctl --cluster %[2]s --ca %[9]s --cert %[10]s --key %[11]s tasks revoke %[6]s
   curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
 `, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost,
