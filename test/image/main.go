@@ -123,7 +123,10 @@ func build(args []string) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	layerTar := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	})
 	if err != nil {
 		return err
 	}
