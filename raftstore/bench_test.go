@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki/pkitest"
 )
 
 // Benchmarks run against in-process clusters on loopback TCP with fsync
@@ -19,13 +20,16 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./raftstore/
 
-func benchCluster(b *testing.B, n int) *Store {
+func benchCluster(b *testing.B, n int, mod ...func(*Config)) *Store {
 	b.Helper()
 	stores := make([]*Store, n)
 	for i := range n {
 		cfg := testConfig(b, fmt.Sprintf("b%d", i))
 		cfg.Bootstrap = i == 0
 		cfg.Logger = nil
+		for _, m := range mod {
+			m(&cfg)
+		}
 		s, err := Open(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -46,10 +50,22 @@ func reportOps(b *testing.B, start time.Time) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }
 
+// BenchmarkAcquireRelease runs 1 and 3 plaintext nodes, and 3 nodes with
+// mutual TLS on raft ("nodes=3,tls"): the cost of TLS and of the per-RPC
+// sender check on the replication path.
 func BenchmarkAcquireRelease(b *testing.B) {
-	for _, n := range []int{1, 3} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			s := benchCluster(b, n)
+	for _, v := range []struct {
+		n   int
+		tls bool
+	}{{1, false}, {3, false}, {3, true}} {
+		name := fmt.Sprintf("nodes=%d", v.n)
+		var mods []func(*Config)
+		if v.tls {
+			name += ",tls"
+			mods = append(mods, withTLS(pkitest.New(b, "bench")))
+		}
+		b.Run(name, func(b *testing.B) {
+			s := benchCluster(b, v.n, mods...)
 			var seq atomic.Uint64
 			b.SetParallelism(16)
 			b.ResetTimer()
