@@ -17,7 +17,8 @@ import (
 // costs the cluster its quorum. Joining again with the same id and raft
 // address only refreshes the HTTP address; the same id with a new address
 // updates it in place; a new id on a known address replaces the old entry
-// (a rebuilt node). A refusal changes nothing.
+// (a rebuilt node; the old entry goes first, raft allowing one member per
+// address). A refusal changes nothing.
 func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	if !validID(req.ID, maxWorkerIDBytes) {
 		return invalid("id must be 1..%d bytes of UTF-8 without control characters", maxWorkerIDBytes)
@@ -48,6 +49,10 @@ func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 			s.log.Warn("join refused", zap.String("id", req.ID), zap.String("raftAddr", req.RaftAddr), zap.Error(err))
 			return fmt.Errorf("%w: %s at %s: %v", ErrMembership, req.ID, req.RaftAddr, err)
 		}
+		// A new id on a known address (a rebuilt node): raft refuses two
+		// members at one address, so the old entry goes first, and only
+		// after the new node proved itself above. If the add then fails,
+		// the rebuilt node retries its join (which is idempotent).
 		for _, old := range replaced {
 			s.log.Info("replacing member", zap.String("id", string(old)), zap.String("addr", req.RaftAddr))
 			if err := s.raft.RemoveServer(old, 0, s.timeout(ctx)).Error(); err != nil {

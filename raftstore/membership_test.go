@@ -106,3 +106,22 @@ func TestRemoveTakesTheMemberOutThenItsAddress(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, raft.Leader, leader.raft.State())
 }
+
+// TestRebuiltNodeReplacesTheOldEntry: a new id joining at an address an
+// old member had is added, then the old entry is removed.
+func TestRebuiltNodeReplacesTheOldEntry(t *testing.T) {
+	c := newTestCluster(t, 3)
+	addr := c.cfgs[2].RaftAddr
+	c.stop(2)
+	cfg := testConfig(t, "n9")
+	cfg.RaftAddr = addr
+	s, err := Open(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	_, err = retryLeader(c, func(l *Store) (struct{}, error) {
+		return struct{}{}, l.Join(ctxT(t), api.JoinRequest{ID: "n9", RaftAddr: s.RaftAddr(), HTTPAddr: "http-n9"})
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"n0", "n1", "n9"}, voters(t, c.waitForLeader()))
+	waitFor(t, waitTimeout, "the rebuilt node to catch up", func() bool { return s.Ready() == nil })
+}
