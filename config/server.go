@@ -102,9 +102,9 @@ type Profile struct {
 
 // Signing configures the Ed25519 key that signs fencing tokens.
 type Signing struct {
-	// KeyFile is a PEM or raw Ed25519 private key. Empty means the cluster
-	// generates a key at bootstrap and replicates it.
-	KeyFile string `yaml:"key_file" doc:"Ed25519 private key file (default: generated at bootstrap and replicated)"`
+	// KeyFile is a PEM or raw Ed25519 private key, the same file on every
+	// member; only its public half is replicated. Empty: nothing is signed.
+	KeyFile string `yaml:"key_file" doc:"Ed25519 private key file, the same on every member; it never enters the raft log (empty: tokens are not signed)"`
 }
 
 // DefaultServer returns the server defaults. NodeID, DataDir, RaftAdvertise

@@ -12,6 +12,11 @@ type Sidecar struct {
 	// Cluster lists cluster HTTP endpoints; any member will do, followers
 	// forward to the leader.
 	Cluster []string `yaml:"cluster" doc:"cluster HTTP endpoints (required, comma-separated)"`
+	// ClusterTLS is the sidecar's identity toward the cluster: HTTPS to
+	// the members, verified against the cluster CA, with a sidecar
+	// certificate (name it after worker_id). Empty: plain HTTP, allowed
+	// only for cluster endpoints on loopback.
+	ClusterTLS CertFiles `yaml:"cluster_tls"`
 	// WorkerID names the worker in leases and logs.
 	WorkerID string `yaml:"worker_id" doc:"worker id recorded in leases (default: derived from the host name)"`
 	// ProxyAddr is the worker's HTTP_PROXY; loopback only.
@@ -182,7 +187,15 @@ func (s *Sidecar) Validate() error {
 	}
 	for i, ep := range s.Cluster {
 		checkEndpoint(&p, indexKey("cluster", i), ep)
+		switch {
+		case s.ClusterTLS.Enabled():
+		case strings.HasPrefix(ep, "https://"):
+			p.invalid("cluster_tls.ca_file", "must be set for an https:// endpoint (%s %q): the sidecar verifies the cluster against it", indexKey("cluster", i), ep)
+		default:
+			requireLoopbackWithoutTLS(&p, "cluster_tls.cert_file", [2]string{indexKey("cluster", i), strings.TrimPrefix(ep, "http://")})
+		}
 	}
+	s.ClusterTLS.validate(&p, "cluster_tls")
 	checkName(&p, "worker_id", s.WorkerID)
 	checkLoopbackAddr(&p, "proxy_addr", s.ProxyAddr)
 	checkLoopbackAddr(&p, "control_addr", s.ControlAddr)
@@ -307,6 +320,7 @@ func (s *Sidecar) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "proxy_addr", s.ProxyAddr)
 	checkPortFree(&p, "control_addr", s.ControlAddr)
+	s.ClusterTLS.checkRuntime(&p, "cluster_tls")
 	if s.MetricsAddr != "" {
 		checkPortFree(&p, "metrics_addr", s.MetricsAddr)
 	}

@@ -47,6 +47,8 @@ fi
 
 step "dev flow with real clients"; test/devclients.sh
 
+step "image: built without a Docker engine, its entrypoint started from the unpacked filesystem"; test/image.sh
+
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 
