@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy"
 )
 
@@ -118,6 +119,14 @@ func (w *Worker) Claim(ctx context.Context) (proxy.GrantReply, error) {
 // Checkpoint records progress of task.
 func (w *Worker) Checkpoint(ctx context.Context, task, step string, data []byte) error {
 	return w.call(ctx, http.MethodPost, proxy.PathCheckpoint, proxy.CheckpointRequest{TaskID: task, Step: step, Data: data}, nil)
+}
+
+// CheckpointSeq records progress of task at seq and returns the task as
+// the cluster stored it (its Checkpoint is the one acknowledged).
+func (w *Worker) CheckpointSeq(ctx context.Context, task string, seq uint64, step string, data []byte) (*lease.Task, error) {
+	var t lease.Task
+	err := w.call(ctx, http.MethodPost, proxy.PathCheckpoint, proxy.CheckpointRequest{TaskID: task, Seq: seq, Step: step, Data: data}, &t)
+	return &t, err
 }
 
 // Complete completes task.
