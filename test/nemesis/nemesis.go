@@ -27,6 +27,9 @@ type Run struct {
 	wg      sync.WaitGroup
 	// LastHeal is when the last fault was healed.
 	LastHeal time.Time
+
+	leaderMu sync.Mutex
+	changes  []time.Time // when a new leader (or term) was seen
 }
 
 // NewRun starts the system with members members and workers pairs of
@@ -46,8 +49,9 @@ func NewRun(ctx context.Context, tb testing.TB, members, workers int, seed uint6
 	r.Sys = StartSystem(ctx, tb, members, workers, firewall)
 	r.c = r.Sys.Client()
 	r.workCtx, r.stop = context.WithCancel(ctx)
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() { defer r.wg.Done(); r.feed(r.workCtx) }()
+	go func() { defer r.wg.Done(); r.watchLeaders(r.workCtx) }()
 	for i, sc := range r.Sys.Sidecars {
 		w := newWorker(r.Sys, sc, r.H, seed+uint64(i))
 		r.Workers = append(r.Workers, w)
@@ -79,6 +83,45 @@ func (r *Run) feed(ctx context.Context) {
 			pause(ctx, 100*time.Millisecond)
 		}
 	}
+}
+
+// watchLeaders records every change of leader or term the members report:
+// a new leader restarts every lease's TTL (DESIGN.md 4), so I7's bounds
+// count from the last one.
+func (r *Run) watchLeaders(ctx context.Context) {
+	var last string
+	for ctx.Err() == nil {
+		for _, m := range r.Sys.Members {
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			st, err := r.c.MemberStatus(cctx, m.HTTP)
+			cancel()
+			if err != nil || st.State != "Leader" {
+				continue
+			}
+			if now := fmt.Sprintf("%s term %d", st.NodeID, st.Term); now != last {
+				last = now
+				r.leaderMu.Lock()
+				r.changes = append(r.changes, time.Now())
+				r.leaderMu.Unlock()
+				r.H.Logf("leader", "%s", now)
+			}
+			break
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+}
+
+// lastLeaderChange returns the last leader change seen at or before t.
+func (r *Run) lastLeaderChange(t time.Time) time.Time {
+	r.leaderMu.Lock()
+	defer r.leaderMu.Unlock()
+	var out time.Time
+	for _, c := range r.changes {
+		if !c.After(t) {
+			out = c
+		}
+	}
+	return out
 }
 
 // Stop stops the workers and the feeder and waits for them.
