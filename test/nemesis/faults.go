@@ -102,7 +102,8 @@ type Fault struct {
 	// (sidecar faults), for measuring its reclaim.
 	Task  string
 	Epoch uint64
-	// Reclaim is how long after the start that lease was claimable again.
+	// Reclaim is how long after the start (or after a leader change that
+	// came later, which restarts every TTL) that lease was claimable again.
 	Reclaim time.Duration
 	// Stall is the longest time during the fault (and 2 s after) that
 	// workers attempted checkpoints and none succeeded.
