@@ -137,6 +137,9 @@ func (r *Run) Stop() {
 func (r *Run) Inject(ctx context.Context, st Step) *Fault {
 	f := &Fault{Step: st}
 	r.Faults = append(r.Faults, f)
+	for _, e := range r.exited() {
+		r.tb.Errorf("before %s: %s", st.Kind, e)
+	}
 	switch {
 	case st.Kind.onSidecar():
 		r.sidecarFault(ctx, f)
@@ -154,6 +157,23 @@ func (r *Run) must(err error) {
 	if err != nil {
 		r.tb.Errorf("nemesis: %v", err)
 	}
+}
+
+// exited reports every member or sidecar process that exited without the
+// nemesis killing it, with the end of its log: a crash is a finding.
+func (r *Run) exited() []string {
+	var bad []string
+	for _, m := range r.Sys.Members {
+		if !m.proc.Running() {
+			bad = append(bad, fmt.Sprintf("member %s exited on its own (%v):\n%s", m.ID, m.proc.ExitErr(), m.proc.Tail(40)))
+		}
+	}
+	for _, sc := range r.Sys.Sidecars {
+		if !sc.proc.Running() {
+			bad = append(bad, fmt.Sprintf("sidecar %s exited on its own (%v):\n%s", sc.Name, sc.proc.ExitErr(), sc.proc.Tail(40)))
+		}
+	}
+	return bad
 }
 
 func (r *Run) memberFault(ctx context.Context, f *Fault) {

@@ -15,7 +15,7 @@ import (
 // fails after ReclaimBound), stops the workers and runs every end check.
 // It returns the problems found; none means the run passed.
 func (r *Run) Finish(ctx context.Context) []string {
-	var bad []string
+	bad := r.exited()
 	healed := r.LastHeal
 	if healed.IsZero() {
 		healed = time.Now()
