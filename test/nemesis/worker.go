@@ -105,6 +105,16 @@ func (w *Worker) Run(ctx context.Context) {
 			if err != nil {
 				w.lostOrFailed(task, epoch, "complete", err)
 			}
+		} else if ctx.Err() == nil {
+			// The worker stops on this task; were the lease still live in
+			// the cluster (revived by a late heartbeat, or given a new TTL
+			// by a new leader), giving it back lets another worker take
+			// it now rather than after the sidecar stops heartbeating.
+			err := w.w.GiveBack(ctx, task, "the worker stopped on a lost lease")
+			w.h.op()
+			if err == nil {
+				w.h.Logf(w.Name, "gave back %s epoch=%d", task, epoch)
+			}
 		}
 		w.setHolding("", 0)
 	}

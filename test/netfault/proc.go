@@ -164,9 +164,13 @@ func Start(tb testing.TB, cfg ProcConfig) (*Process, error) {
 	cmd := exec.Command(cfg.Binary, cfg.Args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group: a child stopped with Pause must not sit in
+	// the test's group, which the kernel hangs up (SIGHUP) when it becomes
+	// orphaned with a stopped member — e.g. when the shell that started
+	// the test exits.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cfg.Gid != 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
-			Uid: uint32(os.Getuid()), Gid: cfg.Gid, NoSetGroups: true}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: cfg.Gid, NoSetGroups: true}
 	}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()

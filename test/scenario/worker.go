@@ -134,6 +134,12 @@ func (w *Worker) Complete(ctx context.Context, task string) error {
 	return w.call(ctx, http.MethodPost, proxy.PathComplete, proxy.ReleaseRequest{TaskID: task}, nil)
 }
 
+// GiveBack gives task back unfinished, so another worker may take it at
+// once.
+func (w *Worker) GiveBack(ctx context.Context, task, reason string) error {
+	return w.call(ctx, http.MethodPost, proxy.PathGiveBack, proxy.ReleaseRequest{TaskID: task, Reason: reason}, nil)
+}
+
 // Lease returns the sidecar's local view of task's lease (zero when it
 // holds none).
 func (w *Worker) Lease(ctx context.Context, task string) (proxy.LeaseView, error) {
