@@ -262,8 +262,13 @@ func (r *Run) sidecarFault(ctx context.Context, f *Fault) {
 		w.Pause()
 		r.must(sc.Proc().Pause())
 		pause(ctx, f.For)
-		r.must(sc.Proc().Resume())
+		// Both wake; the worker's next write reaches the sidecar's socket
+		// before the sidecar runs again, as a write a resumed worker sends
+		// at once would: the sidecar must block it on its own deadline,
+		// before any heartbeat could tell it the lease is gone.
 		w.Resume()
+		pause(ctx, 100*time.Millisecond)
+		r.must(sc.Proc().Resume())
 	case SidecarKill:
 		r.must(sc.Proc().Kill())
 		pause(ctx, f.For)
