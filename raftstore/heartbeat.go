@@ -52,6 +52,13 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		}
 	})
 	if !ok {
+		// Only a node still leading may say a session does not exist: a
+		// deposed leader's state can predate the session, and a client
+		// that hedges heartbeats across members would drop every lease on
+		// its word.
+		if err := s.verify.wait(ctx); err != nil {
+			return api.HeartbeatResponse{}, err
+		}
 		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
 	}
 	if renewErr != nil {

@@ -139,14 +139,21 @@ func (s *Store) Status() api.ClusterStatus {
 		LeaderHTTP: s.LeaderHTTP(), Term: s.raft.CurrentTerm(), CommitIndex: s.raft.CommitIndex(),
 		AppliedIndex: s.fsm.applied.get(),
 	}
+	if s.raft.State() == raft.Follower {
+		st.LastContact = s.raft.LastContact()
+	}
 	cf := s.raft.GetConfiguration()
 	if cf.Error() == nil {
 		for _, srv := range cf.Configuration().Servers {
 			n, _ := s.fsm.node(string(srv.ID))
-			st.Members = append(st.Members, api.Member{
+			m := api.Member{
 				ID: string(srv.ID), RaftAddr: string(srv.Address), HTTPAddr: n.HTTPAddr,
 				Leader: srv.ID == leaderID || (leaderID == "" && srv.Address == leaderAddr && leaderAddr != ""),
-			})
+			}
+			if at, ok := s.peers.unreachable(srv.ID); ok && s.raft.State() == raft.Leader {
+				m.Unreachable, m.LastContact = true, at
+			}
+			st.Members = append(st.Members, m)
 		}
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })

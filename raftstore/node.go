@@ -58,6 +58,9 @@ type Store struct {
 	caughtUp    atomic.Bool
 	readyTarget atomic.Uint64
 
+	// peers is the leader's view of its peers' reachability (peers.go).
+	peers peerWatch
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -92,9 +95,10 @@ func Open(cfg Config) (*Store, error) {
 		}
 	}
 	s.verify = newVerifier(s.raft)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.verify.run(s.closing) }()
 	go func() { defer s.wg.Done(); s.watchLeadership() }()
+	go func() { defer s.wg.Done(); s.watchPeers() }()
 	return s, nil
 }
 

@@ -87,7 +87,7 @@ func TestCtlStatusMembersKeysLeases(t *testing.T) {
 	out := ctlOK(t, ep, "status")
 	require.Contains(t, out, "leader")
 	require.Contains(t, out, "applied index")
-	require.Regexp(t, `n1\s+\S+\s+`+ep+`\s+leader\s+yes`, out)
+	require.Regexp(t, `n1\s+\S+\s+`+ep+`\s+leader\s+\d+\s+\d+\s+-\s+yes`, out)
 
 	st := ctlJSON[api.ClusterStatus](t, ep, "status")
 	require.Equal(t, "n1", st.Leader)

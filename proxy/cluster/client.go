@@ -210,6 +210,9 @@ func New(cfg Config) (*Client, error) {
 		// behind a silent partition must not hold a heartbeat attempt for
 		// a whole DialTimeout.
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			if timeout <= 0 { // a zero Dialer timeout would mean none
+				return nil, fasthttp.ErrDialTimeout
+			}
 			d := net.Dialer{Timeout: min(timeout, dialTimeout)}
 			return d.Dial("tcp", addr)
 		},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy"
 )
 
@@ -120,9 +121,23 @@ func (w *Worker) Checkpoint(ctx context.Context, task, step string, data []byte)
 	return w.call(ctx, http.MethodPost, proxy.PathCheckpoint, proxy.CheckpointRequest{TaskID: task, Step: step, Data: data}, nil)
 }
 
+// CheckpointSeq records progress of task at seq and returns the task as
+// the cluster stored it (its Checkpoint is the one acknowledged).
+func (w *Worker) CheckpointSeq(ctx context.Context, task string, seq uint64, step string, data []byte) (*lease.Task, error) {
+	var t lease.Task
+	err := w.call(ctx, http.MethodPost, proxy.PathCheckpoint, proxy.CheckpointRequest{TaskID: task, Seq: seq, Step: step, Data: data}, &t)
+	return &t, err
+}
+
 // Complete completes task.
 func (w *Worker) Complete(ctx context.Context, task string) error {
 	return w.call(ctx, http.MethodPost, proxy.PathComplete, proxy.ReleaseRequest{TaskID: task}, nil)
+}
+
+// GiveBack gives task back unfinished, so another worker may take it at
+// once.
+func (w *Worker) GiveBack(ctx context.Context, task, reason string) error {
+	return w.call(ctx, http.MethodPost, proxy.PathGiveBack, proxy.ReleaseRequest{TaskID: task, Reason: reason}, nil)
 }
 
 // Lease returns the sidecar's local view of task's lease (zero when it
