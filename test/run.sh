@@ -50,8 +50,7 @@ step "dev flow with real clients"; test/devclients.sh
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 
-step "downstream validators (Python, TypeScript) on the Go conformance vectors"
-bash test/validators.sh
+step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
 
 step "demo smoke test"
 ./bin/fencepost demo

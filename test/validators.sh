@@ -24,6 +24,10 @@ if [ "$(id -u)" = 0 ]; then
 fi
 if "$py" -c 'import cryptography, pytest' 2>/dev/null; then
   (cd fence/python && "$py" -m pytest -q -p no:cacheprovider)
+  if "$py" -c 'import fastapi, uvicorn' 2>/dev/null; then
+    echo "==> demo: the seed's failure case against the FastAPI service"
+    go run ./cmd/fencepost demo --downstream python | tail -3
+  fi
 else
   echo "SKIP Python validator: $py lacks cryptography/pytest and not root to apt-get install ${pydeps[*]}"
 fi
@@ -46,3 +50,5 @@ export PATH="$(dirname "$node"):$PATH"
   node_modules/.bin/tsc -p .
   "$node" --test 'dist/test/*.test.js'
 )
+echo "==> demo: the seed's failure case against the Express service"
+FENCEPOST_NODE="$node" go run ./cmd/fencepost demo --downstream node | tail -3
