@@ -8,6 +8,7 @@ import { spawn, spawnSync, ChildProcess } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, openSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { after, before } from "node:test";
 
 export type PG = { dsn: string; stop: () => Promise<void> } | { skip: string };
 
@@ -70,4 +71,27 @@ export async function startPostgres(): Promise<PG> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Registers before/after hooks in the current describe that start a
+ * PostgreSQL (startPostgres) and a pool on it; the returned function gives
+ * the pool, or the reason to skip.
+ */
+export function usePostgresPool(): () => { pool: import("pg").Pool } | { skip: string } {
+  let db: PG | undefined;
+  let pool: import("pg").Pool | undefined;
+  before(async () => {
+    db = await startPostgres();
+    if ("dsn" in db) {
+      const pg = (await import("pg")).default;
+      pool = new pg.Pool({ connectionString: db.dsn, max: 20 });
+      pool.on("error", () => undefined); // idle clients see the server stop at the end
+    }
+  });
+  after(async () => {
+    await pool?.end();
+    if (db && "stop" in db) await db.stop();
+  });
+  return () => (pool ? { pool } : { skip: (db as { skip: string } | undefined)?.skip ?? "PostgreSQL not started" });
 }

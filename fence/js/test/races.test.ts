@@ -5,11 +5,10 @@
 // rejection named a floor above its epoch.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import pg from "pg";
+import { describe, test } from "node:test";
 import { FenceError, MemStore, PgStore, Store } from "../src/index.js";
 import { V } from "./harness.js";
-import { PG, startPostgres } from "./pg.js";
+import { usePostgresPool } from "./pg.js";
 
 async function race(store: Store, task: string, epochs: bigint[]): Promise<bigint> {
   const applied: bigint[] = [];
@@ -46,22 +45,12 @@ describe("races, memory store", () => {
 });
 
 describe("races, PostgreSQL store", () => {
-  let db: PG;
-  let pool: pg.Pool | undefined;
-  before(async () => {
-    db = await startPostgres();
-    if ("dsn" in db) {
-      pool = new pg.Pool({ connectionString: db.dsn, max: 20 });
-      pool.on("error", () => undefined); // idle clients see the server stop at the end
-    }
-  });
-  after(async () => {
-    await pool?.end();
-    if (db && "stop" in db) await db.stop();
-  });
+  const db = usePostgresPool();
   for (const r of V.races) {
     test(r.name, async (t) => {
-      if (!pool) return t.skip((db as { skip: string }).skip);
+      const got = db();
+      if ("skip" in got) return t.skip(got.skip);
+      const pool = got.pool;
       const store = new PgStore(pool, "race_");
       const c = await pool.connect();
       try {

@@ -4,11 +4,10 @@
 // PostgreSQL store.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import pg from "pg";
+import { describe, test } from "node:test";
 import { MemStore, PROBLEM_BASE, PgStore, TABLE, keyID, parseKeys, payloadFingerprint, privateKeyFromSeed, sign, signingMessage } from "../src/index.js";
 import { ALL, V, b, joinsDiffer, runCore, runExpress, runWeb } from "./harness.js";
-import { PG, startPostgres } from "./pg.js";
+import { usePostgresPool } from "./pg.js";
 
 const mem = (s: { config: { max_tasks?: number } }) => new MemStore({ maxTasks: s.config.max_tasks || 100_000 });
 
@@ -58,23 +57,13 @@ describe("web Request/Response, memory store", () => {
 });
 
 describe("PostgreSQL store", () => {
-  let db: PG;
-  let pool: pg.Pool | undefined;
-  before(async () => {
-    db = await startPostgres();
-    if ("dsn" in db) {
-      pool = new pg.Pool({ connectionString: db.dsn, max: 20 });
-      pool.on("error", () => undefined); // idle clients see the server stop at the end
-    }
-  });
-  after(async () => {
-    await pool?.end();
-    if (db && "stop" in db) await db.stop();
-  });
+  const db = usePostgresPool();
   let n = 0;
   for (const seq of ALL.filter((s) => !s.memory_only)) {
     test(seq.name, async (t) => {
-      if (!pool) return t.skip((db as { skip: string }).skip);
+      const got = db();
+      if ("skip" in got) return t.skip(got.skip);
+      const pool = got.pool;
       const store = new PgStore(pool, `v${n++}_`);
       const c = await pool.connect();
       await store.migrate(c);
