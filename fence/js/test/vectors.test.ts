@@ -70,5 +70,16 @@ describe("PostgreSQL store", () => {
       c.release();
       await runCore(seq, store, "core+postgres");
     });
+    if (!seq.raw_only) {
+      test(seq.name + " (express over TCP)", async (t) => {
+        const got = db();
+        if ("skip" in got) return t.skip(got.skip);
+        const store = new PgStore(got.pool, `e${n++}_`);
+        const c = await got.pool.connect();
+        await store.migrate(c);
+        c.release();
+        await runExpress(seq, store);
+      });
+    }
   }
 });
