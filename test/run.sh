@@ -53,6 +53,7 @@ step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 
 step "nemesis fault suite"; test/nemesis.sh
+step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
 
 step "demo smoke test"
 ./bin/fencepost demo

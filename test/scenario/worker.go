@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy"
@@ -222,6 +223,9 @@ type WriteResult struct {
 	Sent, Done time.Time
 	// Err is the transport error or the unexpected answer, for Failed.
 	Err error
+	// Replayed is true when the downstream answered from its idempotency
+	// store (Idempotent-Replayed: true) instead of running the write.
+	Replayed bool
 }
 
 // Write POSTs a tool call to target (a URL) through the sidecar, with
@@ -257,6 +261,7 @@ func (w *Worker) write(ctx context.Context, target, task, header, value string, 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	res.Status = resp.StatusCode
+	res.Replayed = resp.Header.Get(fence.HeaderReplayed) == "true"
 	if resp.StatusCode/100 == 2 {
 		res.Outcome = Accepted
 		return res
