@@ -174,7 +174,8 @@ func TestCheckRuntime(t *testing.T) {
 	s.DataDir = filepath.Join(file, "sub")
 	s.Signing.KeyFile = filepath.Join(dir, "missing.key")
 	s.fill()
-	require.NoError(t, s.Validate())
+	require.Equal(t, []string{"config: signing.key_file: no such file: " + s.Signing.KeyFile}, lines(s.Validate()),
+		"a missing file is a configuration mistake, found without the runtime checks")
 	err = s.CheckRuntime()
 	require.ErrorIs(t, err, ErrRuntime)
 	require.Equal(t, []string{
