@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,6 +60,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // instructions, waits for ctx and stops them in reverse order.
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
 	scfg := cfg.Server()
+	if scfg.Signing.KeyFile, err = devSigningKey(cfg.DataDir); err != nil {
+		return fmt.Errorf("%w: dev signing key: %w", config.ErrRuntime, err)
+	}
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
 		return startError(err)
@@ -98,6 +103,17 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
 	return nil
+}
+
+// devSigningKey returns dev's token signing key file in dataDir, creating it
+// on the first run: the cluster signs only with a key file it holds, and
+// dev's fenced service waits for the keys it verifies with.
+func devSigningKey(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, signingKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	return writeSigningKey(dataDir)
 }
 
 // devLeaseWait bounds how long dev waits for its sidecar to hold the task

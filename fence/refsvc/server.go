@@ -195,7 +195,7 @@ func (s *Server) Addr() string {
 // returns. The log stays readable.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	srv, served := s.srv, s.served
+	srv, served, ln := s.srv, s.served, s.ln
 	s.srv = nil
 	s.mu.Unlock()
 	if srv == nil {
@@ -204,6 +204,10 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := srv.ShutdownWithContext(ctx)
+	// A Close right after Start can run before Serve has registered ln, so
+	// Shutdown cannot close it and Serve would then accept forever; closing
+	// it here makes such a Serve return at once (a second Close is a no-op).
+	_ = ln.Close()
 	if serr := <-served; err == nil {
 		err = serr
 	}
