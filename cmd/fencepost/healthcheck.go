@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 )
 
-const healthcheckUsage = `Usage: fencepost healthcheck [--timeout 3s] URL
+const healthcheckUsage = `Usage: fencepost healthcheck [--timeout 3s] [--ca-file CA.pem] URL
 
 GETs URL and exits 0 when the answer is 2xx, 1 otherwise (with one line
 saying what came back), 2 for a bad URL. Proxy variables are ignored: a
@@ -17,7 +20,9 @@ probe checks the process it names, never a proxy in between.
 
 It is the health check for images that have no shell or curl (the fencepost
 image is distroless): compose and other runtimes run it inside the
-container, against the role's own /healthz or /readyz on loopback.
+container, against the role's own /healthz or /readyz on loopback. An
+https:// URL is verified against the system roots, or against --ca-file
+(the cluster's CA) when given; it is never skipped.
 
 Examples:
   fencepost healthcheck http://127.0.0.1:7400/readyz      # a cluster node: leader known, caught up
@@ -32,6 +37,7 @@ func init() {
 func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("healthcheck")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this `duration`")
+	caFile := fs.String("ca-file", "", "PEM `file` of CA certificates to verify an https:// URL against (default: system roots)")
 	if code, ok := parseFlags(fs, healthcheckUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -51,7 +57,19 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return usageError(stderr, "healthcheck", err.Error())
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	tr := &http.Transport{Proxy: nil}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			return usageError(stderr, "healthcheck", "--ca-file: "+errCause(err))
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return usageError(stderr, "healthcheck", "--ca-file: "+*caFile+" holds no PEM certificate")
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "fencepost healthcheck: %s: %v\n", u, err)
