@@ -3,16 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"time"
+
+	"github.com/fencepost/fencepost/fence/pki"
 )
 
-const healthcheckUsage = `Usage: fencepost healthcheck [--timeout 3s] [--ca-file CA.pem] URL
+const healthcheckUsage = `Usage: fencepost healthcheck [--timeout 3s] [--ca FILE] URL
 
 GETs URL and exits 0 when the answer is 2xx, 1 otherwise (with one line
 saying what came back), 2 for a bad URL. Proxy variables are ignored: a
@@ -20,12 +20,10 @@ probe checks the process it names, never a proxy in between.
 
 It is the health check for images that have no shell or curl (the fencepost
 image is distroless): compose and other runtimes run it inside the
-container, against the role's own /healthz or /readyz on loopback. An
-https:// URL is verified against the system roots, or against --ca-file
-(the cluster's CA) when given; it is never skipped.
+container, against the role's own /healthz or /readyz on loopback.
 
 Examples:
-  fencepost healthcheck http://127.0.0.1:7400/readyz      # a cluster node: leader known, caught up
+  fencepost healthcheck --ca /tls/ca.pem https://127.0.0.1:7400/readyz   # a cluster node: leader known, caught up
   fencepost healthcheck http://127.0.0.1:7481/readyz      # a sidecar: session open, task held
   fencepost healthcheck http://127.0.0.1:7490/healthz     # fenced
 `
@@ -37,7 +35,7 @@ func init() {
 func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("healthcheck")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this `duration`")
-	caFile := fs.String("ca-file", "", "PEM `file` of CA certificates to verify an https:// URL against (default: system roots)")
+	caFile := fs.String("ca", "", "verify an https:// URL against this CA `file` (the cluster CA)")
 	if code, ok := parseFlags(fs, healthcheckUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -59,15 +57,11 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	tr := &http.Transport{Proxy: nil}
 	if *caFile != "" {
-		pem, err := os.ReadFile(*caFile)
+		pool, err := pki.LoadPool(*caFile)
 		if err != nil {
-			return usageError(stderr, "healthcheck", "--ca-file: "+errCause(err))
+			return usageError(stderr, "healthcheck", "--ca: "+err.Error())
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return usageError(stderr, "healthcheck", "--ca-file: "+*caFile+" holds no PEM certificate")
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
 	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)

@@ -204,9 +204,8 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := srv.ShutdownWithContext(ctx)
-	// A Close right after Start can run before Serve has registered ln, so
-	// Shutdown cannot close it and Serve would then accept forever; closing
-	// it here makes such a Serve return at once (a second Close is a no-op).
+	// Shutdown closes only listeners Serve has registered; a Close right
+	// after Start would otherwise leave Serve accepting forever.
 	_ = ln.Close()
 	if serr := <-served; err == nil {
 		err = serr
