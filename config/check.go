@@ -206,18 +206,6 @@ func checkReadable(p *problems, key, path string) {
 	_ = f.Close()
 }
 
-// checkFileExists checks that an optional file named by key exists: a path
-// that names nothing is a mistake in the configuration, reported by plain
-// validation (exit 2), not first when the process starts.
-func checkFileExists(p *problems, key, path string) {
-	if path == "" {
-		return
-	}
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		p.invalid(key, "no such file: %s", path)
-	}
-}
-
 // checkPEMFile checks an optional certificate bundle: a file that does not
 // exist or holds no PEM certificate is a mistake in the configuration, found
 // by plain validation (exit 2) so it never waits for the process to start.
@@ -230,7 +218,7 @@ func checkPEMFile(p *problems, key, path string) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		checkFileExists(p, key, path)
+		p.invalid(key, "no such file: %s", path)
 	case err != nil:
 		// Left to CheckRuntime.
 	case !x509.NewCertPool().AppendCertsFromPEM(data):

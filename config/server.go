@@ -230,7 +230,6 @@ func (s *Server) Validate() error {
 	}
 	s.Raft.validate(&p)
 	s.Leases.validate(&p, s.Raft.ElectionTimeout)
-	checkFileExists(&p, "signing.key_file", s.Signing.KeyFile)
 	s.Log.validate(&p)
 	return p.err()
 }

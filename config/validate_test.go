@@ -177,8 +177,7 @@ func TestCheckRuntime(t *testing.T) {
 	s.DataDir = filepath.Join(file, "sub")
 	s.Signing.KeyFile = filepath.Join(dir, "missing.key")
 	s.fill()
-	require.Equal(t, []string{"config: signing.key_file: no such file: " + s.Signing.KeyFile}, lines(s.Validate()),
-		"a missing file is a configuration mistake, found without the runtime checks")
+	require.NoError(t, s.Validate())
 	err = s.CheckRuntime()
 	require.ErrorIs(t, err, ErrRuntime)
 	require.Equal(t, []string{
