@@ -24,10 +24,12 @@ func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	hp := net.JoinHostPort(host, port)
+	if s.fencedTunnel(host, port, hp) {
+		s.openFencedTunnel(ctx, host, port)
+		return
+	}
 	if !s.allow[hp] {
-		s.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
-			detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
-				": call http://" + host + " and configure tls.originate for it (the sidecar then speaks TLS upstream), or add " + hp + " to connect.allow"})
+		s.refuseConnect(ctx, host, port, hp)
 		return
 	}
 	scan := scanRequest(&ctx.Request.Header)

@@ -29,6 +29,8 @@ const (
 	PathGiveBack   = "/v1/giveback"
 	PathLease      = "/v1/lease"
 	PathEvents     = "/v1/events"
+	PathCA         = "/v1/ca"     // the interception CA: bundle path, PEM, env (JSON)
+	PathCAPEM      = "/v1/ca.pem" // the interception CA certificate alone, PEM
 	PathHealth     = "/healthz"
 	PathReady      = "/readyz"
 	PathMetrics    = "/metrics"
@@ -163,6 +165,8 @@ func (s *Sidecar) handleControl(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, LeaseReply{Leases: v})
 	case path == PathEvents && get:
 		s.serveEvents(ctx)
+	case (path == PathCA || path == PathCAPEM) && get:
+		s.serveCA(ctx, path == PathCAPEM)
 	case path == PathAcquire && post:
 		var req AcquireRequest
 		if s.decodeControl(ctx, &req) {
@@ -189,7 +193,7 @@ func (s *Sidecar) handleControl(ctx *fasthttp.RequestCtx) {
 			out := map[string]lease.Outcome{PathComplete: lease.OutcomeCompleted, PathFail: lease.OutcomeFailed, PathGiveBack: lease.OutcomeGivenBack}[path]
 			s.release(ctx, req, out)
 		}
-	case path == PathHealth || path == PathReady || path == PathLease || path == PathEvents || path == PathAcquire ||
+	case path == PathHealth || path == PathReady || path == PathLease || path == PathEvents || path == PathCA || path == PathCAPEM || path == PathAcquire ||
 		path == PathClaim || path == PathCheckpoint || path == PathWait || path == PathComplete || path == PathFail || path == PathGiveBack:
 		writeProblem(ctx, fasthttp.StatusMethodNotAllowed, CodeMethod, "method not allowed", string(ctx.Method())+" "+path, 0)
 	default:

@@ -44,6 +44,7 @@ func (s *Sidecar) newProxyServer() *fasthttp.Server {
 // handleProxyError answers requests fasthttp could not parse.
 func (s *Sidecar) handleProxyError(ctx *fasthttp.RequestCtx, err error) {
 	s.metrics.requests.WithLabelValues(decisionRejected).Inc()
+	markLinger(ctx.Conn())
 	var sizeErr *fasthttp.ErrSmallBuffer
 	var netErr net.Error
 	switch {
@@ -149,7 +150,7 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 	if !hasPrefixFold(raw, "http://") {
 		detail := "this port is an HTTP forward proxy: send absolute-form requests (set HTTP_PROXY=http://127.0.0.1:PORT)"
 		if hasPrefixFold(raw, "https://") {
-			detail = "https:// cannot be fenced in absolute form: call http://host and configure tls.originate for it"
+			detail = "https:// cannot be fenced in absolute form: set HTTPS_PROXY and list the host in intercept.hosts, or call http://host:port and list host:port in tls.originate"
 		}
 		return target{}, nil, &errReply{status: 400, code: CodeNotProxyRequest, title: "not a proxy request", detail: detail}
 	}
@@ -187,6 +188,9 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 		t.normPath = string(np)
 	}
 	tlsCfg := s.up.origins.lookup(host, port)
+	if tc := s.tunnelUpstreamTLS(ctx); tc != nil {
+		tlsCfg = tc
+	}
 	if port == "" {
 		port = "80"
 		if tlsCfg != nil {
@@ -523,6 +527,9 @@ func (s *Sidecar) upstreamFailed(ctx *fasthttp.RequestCtx, d *decision, err erro
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeTooLarge, "upstream response too large",
 			fmt.Sprintf("the response exceeds %d bytes", s.cfg.MaxResponseBody), 0)
+	case tlsFailure(err) != "":
+		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamTLS, "upstream TLS verification failed",
+			fmt.Sprintf("%s: %s (the sidecar never sends a request over an unverified connection)", d.tgt.hostPort, tlsFailure(err)), 0)
 	default:
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "upstream request failed",
 			fmt.Sprintf("%s: %v", d.tgt.hostPort, err), 0)

@@ -33,7 +33,13 @@ const (
 	CodeMethod             = "method-not-allowed"
 	CodeEffectInDoubt      = "effect-in-doubt"
 	CodeJournalUnavailable = "journal-unavailable"
+	CodeHostMismatch       = "host-mismatch"
+	CodeUpstreamTLS        = "upstream-tls"
 )
+
+// HeaderShouldRetry is the response header SDKs read before retrying;
+// every 4xx problem of the sidecar carries "false".
+const HeaderShouldRetry = "X-Should-Retry"
 
 // writeProblem replies with an RFC 9457 problem document.
 func writeProblem(ctx *fasthttp.RequestCtx, status int, code, title, detail string, epoch uint64) {
@@ -50,5 +56,10 @@ func writeProblem(ctx *fasthttp.RequestCtx, status int, code, title, detail stri
 	ctx.SetStatusCode(status)
 	ctx.SetContentType(api.ProblemContentType)
 	ctx.Response.Header.Set("Cache-Control", "no-store")
+	if status >= 400 && status < 500 {
+		// SDKs (openai-python and others) retry 408, 409 and 429 unless
+		// told not to; a sidecar refusal does not change on a retry.
+		ctx.Response.Header.Set(HeaderShouldRetry, "false")
+	}
 	ctx.SetBody(b)
 }

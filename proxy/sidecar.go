@@ -16,6 +16,7 @@ import (
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/cluster"
+	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
 // Sidecar is one worker's sidecar: session and heartbeat loop, forward
@@ -36,10 +37,13 @@ type Sidecar struct {
 	journal      Journal // nil unless Config.Journal has rules
 	journalRules []WriteRule
 	allow        map[string]bool // CONNECT targets, lower-case host:port
+	ca           *mitm.CA        // nil unless Config.Intercept.Hosts is set
+	tunnels      *generation     // fenced tunnels, closed by Shutdown
 
 	mu         sync.Mutex // guards state, servers and listeners
 	state      int        // 0 new, 1 started, 2 closed
 	proxy      *fasthttp.Server
+	tunnelSrv  *fasthttp.Server // serves the inside of fenced tunnels
 	control    *fasthttp.Server
 	metricsSrv *fasthttp.Server // nil unless Config.MetricsAddr is set
 	metricsLn  net.Listener
@@ -87,7 +91,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		clock:     cfg.Clock,
 		leases:    newLeaseTable(cfg.Drift, cfg.MarginFloor),
 		events:    newBroker(),
-		rules:     normalizeRules(cfg.WriteRules),
+		rules:     normalizeRules(append(append([]WriteRule(nil), cfg.WriteRules...), presetRules(cfg.WritePresets)...)),
 		allow:     make(map[string]bool),
 		wakeHB:    make(chan struct{}, 1),
 		wakeWatch: make(chan struct{}, 1),
@@ -113,6 +117,10 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		return nil, err
 	}
 	s.up = up
+	if s.ca, err = newCA(cfg); err != nil {
+		return nil, err
+	}
+	s.tunnels = newGeneration()
 	m, err := newMetrics(cfg.Registerer,
 		func() time.Duration { return s.leases.minRemaining(s.clock.Now()) },
 		s.leases.count)
@@ -143,6 +151,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.ca != nil {
+		if err := s.ca.WriteBundle(s.cfg.Intercept.BundleFile); err != nil {
+			return fmt.Errorf("proxy: intercept.bundleFile: %w", err)
+		}
+	}
 	var lc net.ListenConfig
 	pln, err := lc.Listen(ctx, "tcp", s.cfg.ProxyAddr)
 	if err != nil {
@@ -171,12 +184,13 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	s.proxyLn, s.ctlLn = pln, cln
 	s.proxy = s.newProxyServer()
+	s.tunnelSrv = s.newTunnelServer()
 	s.control = s.newControlServer()
 	s.state = 1
 	for _, p := range append(servers, []struct {
 		srv *fasthttp.Server
 		ln  net.Listener
-	}{{s.proxy, pln}, {s.control, cln}}...) {
+	}{{s.proxy, lingerListener{pln}}, {s.control, cln}}...) {
 		s.serving.Add(1)
 		go func() {
 			defer s.serving.Done()
@@ -275,6 +289,7 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("proxy: stop proxy server: %w", err))
 	}
 	cancel()
+	s.tunnels.cutAll()
 
 	// The drain may have used up ctx; giving the leases back and closing
 	// the session still get their own bounded time, because skipping them
