@@ -175,7 +175,7 @@ const (
 	// DefaultUpstreamIdleTimeout is below Node's 5 s keep-alive timeout.
 	DefaultUpstreamIdleTimeout = 4 * time.Second
 	DefaultHandshakeTimeout    = 10 * time.Second
-	DefaultDrainTimeout     = 30 * time.Second
+	DefaultDrainTimeout        = 30 * time.Second
 )
 
 // withDefaults returns c with every zero field set to its default.

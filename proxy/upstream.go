@@ -23,7 +23,7 @@ type upstream struct {
 	origins originTable
 	// interceptTLS verifies the upstreams of intercepted requests.
 	interceptTLS *tls.Config
-	shared  *fasthttp.Client
+	shared       *fasthttp.Client
 	// sharedGen tracks the shared client's connections so Shutdown can
 	// close streams still running after the drain.
 	sharedGen *generation
