@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -77,6 +79,15 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 
 	sccfg := cfg.Sidecar()
 	sccfg.Cluster = []string{clusterAddr}
+	if sccfg.Intercept.BundleFile, err = filepath.Abs(sccfg.Intercept.BundleFile); err != nil {
+		return fmt.Errorf("%w: data_dir: %w", config.ErrRuntime, err)
+	}
+	sccfg.Intercept.UpstreamCAFile = filepath.Join(filepath.Dir(sccfg.Intercept.BundleFile), "upstream-ca-bundle.pem")
+	fencedTLS, err := startFencedTLS(fenced.Handler(), net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Ports.FencedTLS)), sccfg.Intercept.UpstreamCAFile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fencedTLS.Close()) }()
 	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
 	if err != nil {
 		return err
@@ -84,6 +95,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
 
 	printDevHelp(stdout, clusterAddr, sc.ProxyAddr(), sc.ControlAddr(), fenced.Addr(), cfg.Task)
+	printDevHTTPS(stdout, sc.ProxyAddr(), fencedTLS.Addr(), sccfg.Intercept.BundleFile, cfg.Task, clusterAddr)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
 	return nil

@@ -108,6 +108,10 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		UpstreamTimeout:   cfg.Timeouts.Upstream.Std(),
 		IdleTimeout:       cfg.Timeouts.Idle.Std(),
 		DrainTimeout:      cfg.DrainTimeout.Std(),
+		WritePresets:      cfg.Writes.Presets,
+		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
+			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
+		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),
 		Logger:            log,
 		Registerer:        reg,
 	}
