@@ -189,7 +189,7 @@ func DefaultSidecar() *Sidecar {
 			// Below Node's 5 s keep-alive timeout.
 			UpstreamIdle: Duration(4 * time.Second),
 		},
-		Intercept: Intercept{CAValidity: Duration(7 * 24 * time.Hour)},
+		Intercept:    Intercept{CAValidity: Duration(7 * 24 * time.Hour)},
 		DrainTimeout: Duration(30 * time.Second),
 		Log:          defaultLog(),
 	}

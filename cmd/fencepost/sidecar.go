@@ -112,8 +112,8 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
 			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
 		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),
-		Logger:            log,
-		Registerer:        reg,
+		Logger:              log,
+		Registerer:          reg,
 	}
 	for _, r := range cfg.Writes.Rules {
 		pc.WriteRules = append(pc.WriteRules, proxy.WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: *r.Write})
