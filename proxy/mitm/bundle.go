@@ -78,7 +78,7 @@ func (ca *CA) WriteBundle(path string) error {
 // (the CONNECT host when the client sent none), refused when the SNI
 // names another host, ALPN http/1.1 only, TLS 1.2 or later.
 func (ca *CA) ServerConfig(connectHost string) *tls.Config {
-	want := strings.ToLower(strings.Trim(connectHost, "[]"))
+	want := strings.ToLower(strings.TrimSuffix(strings.Trim(connectHost, "[]"), "."))
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
