@@ -26,7 +26,7 @@ type fencedTLS struct {
 }
 
 func startFencedTLS(h fasthttp.RequestHandler, addr, upstreamBundle string) (*fencedTLS, error) {
-	ca, err := mitm.New(mitm.Config{Hosts: []string{"127.0.0.1", "localhost", "::1"}})
+	ca, err := mitm.New(mitm.Config{Hosts: []string{"127.0.0.1", "localhost", "*.localhost", "::1"}})
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func startFencedTLS(h fasthttp.RequestHandler, addr, upstreamBundle string) (*fe
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		name := hello.ServerName
 		if name == "" {
-			name = "127.0.0.1"
+			name = devFencedHost
 		}
 		return ca.Leaf(name)
 	}}
@@ -64,18 +64,18 @@ func (f *fencedTLS) Close() error {
 
 // printDevHTTPS prints what a worker sets to have its HTTPS calls fenced
 // (every host is intercepted in dev) and a call to try.
-func printDevHTTPS(w io.Writer, proxyAddr, fencedTLS, bundle, task, cluster string) {
+func printDevHTTPS(w io.Writer, self, proxyAddr, fencedURL, bundle, task, cluster string) {
 	fmt.Fprintf(w, `HTTPS: the sidecar intercepts TLS for every host (its own CA, created at start).
 In the worker's shell, for https:// calls (Python requests/httpx, curl, Node 24 fetch, Go):
 
   export HTTPS_PROXY=http://%[1]s https_proxy=http://%[1]s NODE_USE_ENV_PROXY=1
   export SSL_CERT_FILE=%[3]s REQUESTS_CA_BUNDLE=%[3]s CURL_CA_BUNDLE=%[3]s NODE_EXTRA_CA_CERTS=%[3]s
 
-  fenced service   https://%[2]s
+  fenced service   %[2]s
 
-  curl -s -X POST https://%[2]s/v1/tasks/%[4]s/writes -d 'step 1'
-  fencepost ctl --cluster %[5]s tasks revoke %[4]s
-  curl -s -X POST https://%[2]s/v1/tasks/%[4]s/writes -d 'step 2'    # 409 problem+json, x-should-retry: false
+  curl -s -X POST %[2]s/v1/tasks/%[4]s/writes -d 'step 1'
+  %[6]s ctl --cluster %[5]s tasks revoke %[4]s
+  curl -s -X POST %[2]s/v1/tasks/%[4]s/writes -d 'step 2'    # 409 problem+json, x-should-retry: false
 
-`, proxyAddr, fencedTLS, bundle, task, cluster)
+`, proxyAddr, fencedURL, bundle, task, cluster, self)
 }

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -62,6 +64,15 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ShutdownWait bounds how long Close waits for requests in flight.
 	ShutdownWait time.Duration
+	// TLS, when set, serves the API over TLS 1.3 with this member's
+	// certificate. Client certificates are requested and, when given,
+	// verified against the cluster CA during the handshake (pki.ClientAuth:
+	// VerifyClientCertIfGiven), so pki.IdentityFromState on a request's
+	// connection names a verified caller; probes without one still reach
+	// /healthz and /readyz. Forwards to the leader use TLS too, presenting
+	// this member's certificate. Nil is plain HTTP, for loopback
+	// development only (Start logs a warning).
+	TLS *pki.Source
 	// Pprof serves Go's profiler under /debug/pprof/ (CPU, heap,
 	// goroutines). Off by default: profiles expose internals and cost CPU.
 	Pprof bool
@@ -169,6 +180,12 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("httpapi: listen %s: %w", s.cfg.Addr, err)
 	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS.ServerConfig(pki.ClientAuth))
+	} else {
+		s.log.Warn("cluster API is PLAIN HTTP: callers are not authenticated and traffic is not encrypted; for loopback development only",
+			zap.String("addr", ln.Addr().String()))
+	}
 	s.ln = ln
 	s.served = make(chan struct{})
 	go func() {
@@ -177,7 +194,7 @@ func (s *Server) Start() error {
 			s.log.Error("http server stopped", zap.Error(err))
 		}
 	}()
-	s.log.Info("http api listening", zap.String("addr", ln.Addr().String()))
+	s.log.Info("http api listening", zap.String("addr", ln.Addr().String()), zap.Bool("tls", s.cfg.TLS != nil))
 	return nil
 }
 
