@@ -29,7 +29,7 @@ func TestWriteAfterServerClosedIdleConnection(t *testing.T) {
 	env := append(baseEnv(), st.env...)
 	bin := goClientPath(t)
 	st.acquire(t, "idle")
-	url := "https://LOCALHOST:" + st.tlsUp.port() + "/w"
+	url := "https://upstream.localhost:" + st.tlsUp.port() + "/w"
 	r := runJSON(t, env, bin, "write", url)
 	require.Equal(t, 201, r.Status, "%+v", r)
 	first := time.Now()

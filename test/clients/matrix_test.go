@@ -35,8 +35,8 @@ type client struct {
 	name string
 	// host is the name the client calls the upstream by. Go's
 	// ProxyFromEnvironment never proxies "localhost" or loopback IPs (a
-	// real worker calls real hosts), so the Go client calls "LOCALHOST",
-	// which it does not special-case and the sidecar lower-cases.
+	// real worker calls real hosts), so the Go client calls
+	// "upstream.localhost", which the sidecar dials on 127.0.0.1.
 	host string
 	// run calls url in mode (write, sse, hold) and reports the outcome.
 	run func(t *testing.T, env []string, mode, url string) result
@@ -180,7 +180,7 @@ func clients() []client {
 		{name: "python-httpx", host: "127.0.0.1", run: py("httpx")},
 		{name: "node-fetch", host: "127.0.0.1", run: node("fetch")},
 		{name: "node-http", host: "127.0.0.1", run: node("http")},
-		{name: "go-net-http", host: "LOCALHOST", run: func(t *testing.T, env []string, mode, url string) result {
+		{name: "go-net-http", host: "upstream.localhost", run: func(t *testing.T, env []string, mode, url string) result {
 			return runJSON(t, env, goClientPath(t), mode, url)
 		}},
 	}

@@ -130,9 +130,9 @@ type stack struct {
 }
 
 // upstreamTLS returns a server config with leaves for 127.0.0.1 and
-// localhost from a test CA, and that CA's file.
+// names under .localhost from a test CA, and that CA's file.
 func upstreamTLS(t *testing.T) (*tls.Config, string) {
-	ca, err := mitm.New(mitm.Config{Hosts: []string{"127.0.0.1", "localhost"}})
+	ca, err := mitm.New(mitm.Config{Hosts: []string{"127.0.0.1", "*.localhost"}})
 	require.NoError(t, err)
 	f := filepath.Join(t.TempDir(), "upstream-ca.pem")
 	require.NoError(t, os.WriteFile(f, ca.CertPEM(), 0o600))
@@ -163,7 +163,7 @@ func startStack(t *testing.T, mut func(*proxy.Config), opts ...func(*fasthttp.Se
 		WorkerID: "worker-clients", ProxyAddr: "127.0.0.1:0", ControlAddr: "127.0.0.1:0",
 		Endpoints: cl.Endpoints(), Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		Registerer: prometheus.NewRegistry(), DrainTimeout: time.Second,
-		Intercept: proxy.Intercept{Hosts: []string{"127.0.0.1", "localhost"}, BundleFile: st.bundle, UpstreamCAFile: caFile},
+		Intercept: proxy.Intercept{Hosts: []string{"127.0.0.1", "*.localhost"}, BundleFile: st.bundle, UpstreamCAFile: caFile},
 	}
 	if mut != nil {
 		mut(&cfg)
