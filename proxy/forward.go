@@ -71,7 +71,8 @@ type decision struct {
 	write  bool
 	task   string
 	lease  leaseSnap
-	leased bool // lease is current: the request will be stamped
+	leased bool      // lease is current: the request will be stamped
+	key    keyOrigin // how a write's Idempotency-Key was derived
 }
 
 // errReply is a refusal with its problem.
@@ -350,7 +351,7 @@ func (s *Sidecar) buildRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 	d.lease = l
 	stamp(&req.Header, l, s.cfg.WorkerID)
 	if d.write {
-		key, ok, err := s.idempotencyKey(&d.scan, l)
+		key, origin, ok, err := s.idempotencyKey(&d.scan, l)
 		if err != nil {
 			return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: err.Error()}
 		}
@@ -358,6 +359,7 @@ func (s *Sidecar) buildRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 			return blockedReply(reasonLost, l, d.task, true)
 		}
 		req.Header.Set(fence.HeaderIdempotencyKey, key)
+		d.key = origin
 	}
 	return nil
 }
@@ -453,11 +455,13 @@ func (s *Sidecar) forwardSmall(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 		return
 	}
 	_ = resp.CloseBodyStream()
-	ctx.Response.Header.DisableNormalizing()
-	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.SetStatusCode(resp.StatusCode())
-	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
-	ctx.SetBody(bp[:n])
+	if !s.explainTakeover(ctx, req, d, resp.StatusCode(), bp[:n]) {
+		ctx.Response.Header.DisableNormalizing()
+		ctx.Response.Header.SetNoDefaultContentType(true)
+		ctx.SetStatusCode(resp.StatusCode())
+		copyResponseHeaders(&ctx.Response.Header, &resp.Header)
+		ctx.SetBody(bp[:n])
+	}
 	fasthttp.ReleaseResponse(resp)
 	fasthttp.ReleaseRequest(req)
 }

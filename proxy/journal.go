@@ -165,6 +165,10 @@ func (s *Sidecar) intentFailed(ctx *fasthttp.RequestCtx, d *decision, err error)
 	case errors.Is(err, lease.ErrStaleEpoch), errors.Is(err, lease.ErrNotHolder), errors.Is(err, lease.ErrLeaseNotActive):
 		s.dropLease(d.lease.TaskID, d.lease.Epoch, reasonLost, EventLost, err.Error())
 		s.refuse(ctx, blockedReply(reasonLost, d.lease, d.task, true))
+	case errors.Is(err, lease.ErrPayloadMismatch):
+		s.metrics.requests.WithLabelValues(decisionRejected).Inc()
+		writeProblem(ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+			"the effect journal holds this Idempotency-Key with a different body: "+alreadyPerformed(d), d.lease.Epoch)
 	case errors.Is(err, lease.ErrInDoubt):
 		s.metrics.requests.WithLabelValues(decisionRejected).Inc()
 		writeProblem(ctx, fasthttp.StatusConflict, CodeEffectInDoubt, "effect in doubt",

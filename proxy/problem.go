@@ -35,6 +35,9 @@ const (
 	CodeJournalUnavailable = "journal-unavailable"
 	CodeHostMismatch       = "host-mismatch"
 	CodeUpstreamTLS        = "upstream-tls"
+	// CodeWriteAlreadyPerformed: a previous owner already performed this
+	// write (same Idempotency-Key) with a different payload.
+	CodeWriteAlreadyPerformed = "write-already-performed"
 )
 
 // HeaderShouldRetry is the response header SDKs read before retrying;

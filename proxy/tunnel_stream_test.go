@@ -5,12 +5,14 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/mitm"
@@ -107,4 +109,50 @@ func TestIdleUpstreamClosedByServerIsNotA502(t *testing.T) {
 		}
 	}
 	require.Len(t, up.requests(), 3, "each write arrives exactly once")
+}
+
+// TestNewOwnerReplayingADifferentWriteIsToldWhy: the takeover case with
+// generated keys. The old owner's write 1 after checkpoint 0 was
+// amount=5; the new owner resumes from the same checkpoint and sends
+// amount=7 as its write 1, under the same derived key: the downstream's
+// 422 payload mismatch comes back as the explicit problem.
+func TestNewOwnerReplayingADifferentWriteIsToldWhy(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[string]string{}
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := string(ctx.Request.Header.Peek(fence.HeaderIdempotencyKey))
+		if b, ok := bodies[k]; ok && b != string(ctx.PostBody()) {
+			p := fence.ProblemFor(fence.ErrPayloadMismatch)
+			ctx.SetStatusCode(p.Status)
+			ctx.SetContentType("application/problem+json")
+			ctx.SetBody(p.JSON())
+			return
+		}
+		bodies[k] = string(ctx.PostBody())
+		ctx.SetStatusCode(201)
+	})
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	url := "http://" + up.addr() + "/charge"
+	resp, body := doReq(t, proxyClient(t, s, ""), "POST", url, "amount=5", nil)
+	require.Equal(t, 201, resp.StatusCode, body)
+
+	// Taken over: a new lease, resuming from the same (no) checkpoint.
+	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.heartbeat(t.Context(), s.sessionID(), new(int))
+	mustAcquire(t, s, "t")
+	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=7", nil)
+	require.Equal(t, 422, resp.StatusCode, body)
+	require.Equal(t, "false", resp.Header.Get(HeaderShouldRetry))
+	p := problemOf(t, body)
+	require.Equal(t, api.ProblemTypeBase+CodeWriteAlreadyPerformed, p.Type)
+	require.Contains(t, p.Detail, "write 1 after checkpoint 0")
+	require.Contains(t, p.Detail, fence.ProblemPayloadMismatch)
+
+	// The next write gets the next derived key and goes on as usual.
+	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=5", nil)
+	require.Equal(t, 201, resp.StatusCode, body)
 }
