@@ -75,43 +75,127 @@ func FuzzProxyRequest(f *testing.F) {
 		if e := s.buildRequest(&ctx, req, &d); e != nil {
 			return
 		}
-		// Forwarded. Property 1: a write only with a current lease.
-		l, why := s.leases.current("task", clk.Now())
-		if d.write && (why != "" || !d.leased || d.lease.Epoch != l.Epoch) {
-			t.Fatalf("write forwarded without a current lease (mode %d, why %q)", mode, why)
+		checkForwarded(t, s, clk, mode, &d, req)
+	})
+}
+
+// checkForwarded checks the safety properties of a request the proxy
+// would forward: a write only with a current lease; a stamped request
+// carries exactly one token (the current epoch), task and holder, and no
+// worker-sent X-Fencing-* or hop-by-hop header.
+func checkForwarded(t *testing.T, s *Sidecar, clk *fakeClock, mode byte, d *decision, req *fasthttp.Request) {
+	// Forwarded. Property 1: a write only with a current lease.
+	l, why := s.leases.current("task", clk.Now())
+	if d.write && (why != "" || !d.leased || d.lease.Epoch != l.Epoch) {
+		t.Fatalf("write forwarded without a current lease (mode %d, why %q)", mode, why)
+	}
+	var tokens, fencing [][]byte
+	for k, v := range req.Header.All() {
+		if hasPrefixFold(k, fencingPrefix) {
+			fencing = append(fencing, bytes.Clone(k))
 		}
-		var tokens, fencing [][]byte
-		for k, v := range req.Header.All() {
-			if hasPrefixFold(k, fencingPrefix) {
-				fencing = append(fencing, bytes.Clone(k))
-			}
-			if bytes.EqualFold(k, []byte(fence.HeaderToken)) {
-				tokens = append(tokens, bytes.Clone(v))
-			}
-			if isHopByHop(k) {
-				t.Fatalf("hop-by-hop header %q forwarded", k)
-			}
+		if bytes.EqualFold(k, []byte(fence.HeaderToken)) {
+			tokens = append(tokens, bytes.Clone(v))
 		}
-		if !d.leased {
-			if len(fencing) != 0 {
-				t.Fatalf("unstamped forward carries %q", fencing)
-			}
+		if isHopByHop(k) {
+			t.Fatalf("hop-by-hop header %q forwarded", k)
+		}
+	}
+	if !d.leased {
+		if len(fencing) != 0 {
+			t.Fatalf("unstamped forward carries %q", fencing)
+		}
+		return
+	}
+	// Property 2: exactly one token, equal to the current epoch.
+	if len(tokens) != 1 || string(tokens[0]) != fence.FormatEpoch(l.Epoch) {
+		t.Fatalf("tokens %q, want exactly [%d]", tokens, l.Epoch)
+	}
+	for _, k := range fencing {
+		switch {
+		case bytes.EqualFold(k, []byte(fence.HeaderToken)), bytes.EqualFold(k, []byte(fence.HeaderTask)),
+			bytes.EqualFold(k, []byte(fence.HeaderHolder)), bytes.EqualFold(k, []byte(fence.HeaderSignature)):
+		default:
+			t.Fatalf("worker-sent fencing header %q forwarded", k)
+		}
+	}
+	if len(fencing) != 3 {
+		t.Fatalf("want one token, task and holder, got %q", fencing)
+	}
+}
+
+// FuzzTunnelRequest feeds arbitrary bytes through the path of a request
+// inside a fenced CONNECT tunnel (plain or intercepted TLS): the tunnel
+// entry (Host and target checked against the CONNECT authority), then
+// the same decide and build as a proxied request. Besides the properties
+// of FuzzProxyRequest, whatever the request says, it goes to the CONNECT
+// authority and nowhere else, over TLS exactly when the tunnel was TLS.
+func FuzzTunnelRequest(f *testing.F) {
+	seeds := []string{
+		"POST /x HTTP/1.1\r\nHost: up.example\r\nContent-Length: 1\r\n\r\nx",
+		"POST /x HTTP/1.1\r\nHost: up.example:443\r\nX-Fencing-Token: 9\r\n\r\n",
+		"GET /r?q HTTP/1.1\r\nHost: other.example\r\n\r\n",
+		"POST http://up.example/x HTTP/1.1\r\nHost: up.example\r\n\r\n",
+		"POST https://evil.example/x HTTP/1.1\r\nHost: up.example\r\n\r\n",
+		"PUT x HTTP/1.1\r\nHost: up.example\r\n\r\n",
+		"CONNECT up.example:443 HTTP/1.1\r\nHost: up.example\r\n\r\n",
+		"DELETE /a/../b HTTP/1.1\r\nHost: UP.EXAMPLE\r\nConnection: close, X-A\r\nX-A: 1\r\n\r\n",
+		"POST /x HTTP/1.1\r\nHost: up.example:8443\r\nProxy-Authorization: Basic dGFzazo=\r\n\r\n",
+	}
+	for _, s := range seeds {
+		for mode := byte(0); mode < 8; mode++ {
+			f.Add([]byte(s), mode)
+		}
+	}
+	clk := newFakeClock()
+	cfg := baseConfig(f)
+	cfg.Clock = clk
+	s, err := New(cfg, newFakeCluster())
+	if err != nil {
+		f.Fatal(err)
+	}
+	epoch := uint64(0)
+	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
+		epoch++
+		s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
+		now := clk.Now()
+		if mode%4 != 3 {
+			s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
+		}
+		switch mode % 4 {
+		case 1:
+			clk.Advance(10 * time.Second)
+		case 2:
+			s.leases.drop("task", 0, reasonRevoked)
+		}
+		info := &tunnelInfo{host: "up.example", port: "443", tls: mode&4 != 0}
+		var ctx fasthttp.RequestCtx
+		ctx.Init2(&tunnelConn{info: info}, nil, false)
+		ctx.Request.Header.DisableNormalizing()
+		if err := ctx.Request.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
 			return
 		}
-		// Property 2: exactly one token, equal to the current epoch.
-		if len(tokens) != 1 || string(tokens[0]) != fence.FormatEpoch(l.Epoch) {
-			t.Fatalf("tokens %q, want exactly [%d]", tokens, l.Epoch)
+		if e := s.enterTunnel(&ctx); e != nil {
+			return
 		}
-		for _, k := range fencing {
-			switch {
-			case bytes.EqualFold(k, []byte(fence.HeaderToken)), bytes.EqualFold(k, []byte(fence.HeaderTask)),
-				bytes.EqualFold(k, []byte(fence.HeaderHolder)), bytes.EqualFold(k, []byte(fence.HeaderSignature)):
-			default:
-				t.Fatalf("worker-sent fencing header %q forwarded", k)
-			}
+		d, e := s.decide(&ctx)
+		if e != nil {
+			return
 		}
-		if len(fencing) != 3 {
-			t.Fatalf("want one token, task and holder, got %q", fencing)
+		if d.tgt.host != info.host || d.tgt.hostPort != "up.example:443" {
+			t.Fatalf("a tunnel to up.example:443 forwards to %q", d.tgt.hostPort)
 		}
+		if (d.tls != nil) != info.tls {
+			t.Fatalf("tunnel TLS %v, upstream TLS %v", info.tls, d.tls != nil)
+		}
+		req := fasthttp.AcquireRequest()
+		defer fasthttp.ReleaseRequest(req)
+		if e := s.buildRequest(&ctx, req, &d); e != nil {
+			return
+		}
+		if h := string(req.URI().Host()); h != "up.example:443" && h != "up.example" {
+			t.Fatalf("upstream request goes to %q", h)
+		}
+		checkForwarded(t, s, clk, mode, &d, req)
 	})
 }
