@@ -47,17 +47,7 @@ func FuzzProxyRequest(f *testing.F) {
 	epoch := uint64(0)
 	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
 		epoch++
-		s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
-		now := clk.Now()
-		if mode%4 != 3 {
-			s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
-		}
-		switch mode % 4 {
-		case 1:
-			clk.Advance(10 * time.Second)
-		case 2:
-			s.leases.drop("task", 0, reasonRevoked)
-		}
+		setFuzzLease(s, cfg, clk, epoch, mode)
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.DisableNormalizing()
 		if err := ctx.Request.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
@@ -157,17 +147,7 @@ func FuzzTunnelRequest(f *testing.F) {
 	epoch := uint64(0)
 	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
 		epoch++
-		s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
-		now := clk.Now()
-		if mode%4 != 3 {
-			s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
-		}
-		switch mode % 4 {
-		case 1:
-			clk.Advance(10 * time.Second)
-		case 2:
-			s.leases.drop("task", 0, reasonRevoked)
-		}
+		setFuzzLease(s, cfg, clk, epoch, mode)
 		info := &tunnelInfo{host: "up.example", port: "443", tls: mode&4 != 0}
 		var ctx fasthttp.RequestCtx
 		ctx.Init2(&tunnelConn{info: info}, nil, false)
@@ -198,4 +178,20 @@ func FuzzTunnelRequest(f *testing.F) {
 		}
 		checkForwarded(t, s, clk, mode, &d, req)
 	})
+}
+
+// setFuzzLease puts the lease of "task" into one of four states by mode:
+// current, past its deadline, revoked, or never granted.
+func setFuzzLease(s *Sidecar, cfg Config, clk *fakeClock, epoch uint64, mode byte) {
+	s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
+	now := clk.Now()
+	if mode%4 != 3 {
+		s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
+	}
+	switch mode % 4 {
+	case 1:
+		clk.Advance(10 * time.Second)
+	case 2:
+		s.leases.drop("task", 0, reasonRevoked)
+	}
 }
