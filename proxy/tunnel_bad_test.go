@@ -108,6 +108,7 @@ func TestTunnelBadFirstBytesAreClosed(t *testing.T) {
 		"slow (nothing)":   "",
 		"half request":     "GET",
 		"oversized record": "\x16\x03\x01\xff\xff" + strings.Repeat("A", 100),
+		"stalled handshake": "\x16\x03\x01\x02\x00\x01\x00",
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, br, resp := dialConnect(t, s.ProxyAddr(), up.addr(), "t1")
