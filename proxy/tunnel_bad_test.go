@@ -101,13 +101,13 @@ func TestTunnelBadFirstBytesAreClosed(t *testing.T) {
 	s := startSidecar(t, newFakeCluster(), cfg)
 	mustAcquire(t, s, "t1")
 	for name, first := range map[string]string{
-		"garbage":          "\x00\x01\x02garbage\r\n\r\n",
-		"http2 preface":    "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-		"garbage hello":    "\x16\x03\x01\x00\x05hello-not-a-clienthello",
-		"lower-case line":  "get / HTTP/1.1\r\n\r\n",
-		"slow (nothing)":   "",
-		"half request":     "GET",
-		"oversized record": "\x16\x03\x01\xff\xff" + strings.Repeat("A", 100),
+		"garbage":           "\x00\x01\x02garbage\r\n\r\n",
+		"http2 preface":     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+		"garbage hello":     "\x16\x03\x01\x00\x05hello-not-a-clienthello",
+		"lower-case line":   "get / HTTP/1.1\r\n\r\n",
+		"slow (nothing)":    "",
+		"half request":      "GET",
+		"oversized record":  "\x16\x03\x01\xff\xff" + strings.Repeat("A", 100),
 		"stalled handshake": "\x16\x03\x01\x02\x00\x01\x00",
 	} {
 		t.Run(name, func(t *testing.T) {
