@@ -151,7 +151,7 @@ func (s *Sidecar) parseTarget(ctx *fasthttp.RequestCtx) (target, *tls.Config, *e
 	if !hasPrefixFold(raw, "http://") {
 		detail := "this port is an HTTP forward proxy: send absolute-form requests (set HTTP_PROXY=http://127.0.0.1:PORT)"
 		if hasPrefixFold(raw, "https://") {
-			detail = "https:// cannot be fenced in absolute form: set HTTPS_PROXY and list the host in intercept.hosts, or call http://host:port and list host:port in tls.originate"
+			detail = httpsHint(raw)
 		}
 		return target{}, nil, &errReply{status: 400, code: CodeNotProxyRequest, title: "not a proxy request", detail: detail}
 	}
@@ -536,7 +536,7 @@ func (s *Sidecar) upstreamFailed(ctx *fasthttp.RequestCtx, d *decision, err erro
 			fmt.Sprintf("%s: %s (the sidecar never sends a request over an unverified connection)", d.tgt.hostPort, tlsFailure(err)), 0)
 	default:
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "upstream request failed",
-			fmt.Sprintf("%s: %v", d.tgt.hostPort, err), 0)
+			fmt.Sprintf("%s: %v%s", d.tgt.hostPort, err, s.up.origins.portHint(d.tgt, d.tls != nil)), 0)
 	}
 }
 
