@@ -20,7 +20,6 @@ if [ "$(id -u)" = 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
 fi
-step "real HTTPS clients (curl, Python, Node 24)"; test/clients.sh
 if ! command -v staticcheck >/dev/null 2>&1; then
   step "installing staticcheck"
   go install honnef.co/go/tools/cmd/staticcheck@v0.8.2

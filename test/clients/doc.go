@@ -11,6 +11,7 @@
 // through the interception; after a revoke the client gets a 409
 // problem+json with x-should-retry: false that it can parse, and nothing
 // arrives upstream; a write whose response is still streaming is cut when
-// the lease is lost. test/clients.sh installs the clients in CI (as root);
-// elsewhere a missing client is skipped with a message.
+// the lease is lost. test/install-clients.sh installs the clients as root
+// (test/devclients.sh runs it in CI, before the test suite); elsewhere a
+// missing client is skipped with a message.
 package clients

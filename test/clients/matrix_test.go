@@ -42,7 +42,7 @@ type client struct {
 	run func(t *testing.T, env []string, mode, url string) result
 }
 
-// need reports a missing tool: a failure as root (test/clients.sh installs
+// need reports a missing tool: a failure as root (test/install-clients.sh installs
 // every client in CI), a skip otherwise.
 func need(t *testing.T, what string, err error) {
 	t.Helper()
@@ -50,9 +50,9 @@ func need(t *testing.T, what string, err error) {
 		return
 	}
 	if os.Geteuid() == 0 {
-		t.Fatalf("%s is missing although the tests run as root (test/clients.sh installs it): %v", what, err)
+		t.Fatalf("%s is missing although the tests run as root (test/install-clients.sh installs it): %v", what, err)
 	}
-	t.Skipf("%s is not installed (run test/clients.sh as root): %v", what, err)
+	t.Skipf("%s is not installed (run test/install-clients.sh as root): %v", what, err)
 }
 
 // runJSON runs a client that prints one result object.
