@@ -204,9 +204,9 @@ type dev struct {
 	// httpsWriteURL is the same route over HTTPS, which the sidecar
 	// intercepts with its own CA (the banner's CA-bundle exports).
 	httpsWriteURL string
-	direct   string   // the fenced service on 127.0.0.1, for checking arrivals
-	control  string   // the sidecar's control API
-	revoke   string   // the printed revoke line
+	direct        string // the fenced service on 127.0.0.1, for checking arrivals
+	control       string // the sidecar's control API
+	revoke        string // the printed revoke line
 }
 
 // startDev runs `go run ./cmd/fencepost dev` as the README says, on free
