@@ -209,3 +209,36 @@ func TestHugeHeaderGets431(t *testing.T) {
 	check(tc, br, "/")
 	require.Empty(t, up.requests())
 }
+
+// TestTunnelExpectContinue: curl sends "Expect: 100-continue" with larger
+// bodies; inside a tunnel a write without a lease is refused before the
+// body is uploaded, and with one the body is asked for and forwarded.
+func TestTunnelExpectContinue(t *testing.T) {
+	up := startUpstream(t, nil)
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	head := "POST /w HTTP/1.1\r\nHost: " + up.addr() + "\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+
+	c, br, _ := dialConnect(t, s.ProxyAddr(), up.addr(), "t1")
+	_, err := io.WriteString(c, head)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, 409, resp.StatusCode, "refused before the body")
+
+	mustAcquire(t, s, "t1")
+	c, br, _ = dialConnect(t, s.ProxyAddr(), up.addr(), "t1")
+	_, err = io.WriteString(c, head)
+	require.NoError(t, err)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, "100 Continue")
+	_, err = br.ReadString('\n') // the blank line ending the interim response
+	require.NoError(t, err)
+	_, err = io.WriteString(c, "hello")
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "hello", up.requests()[0].Body)
+}
