@@ -31,19 +31,7 @@ func FuzzProxyRequest(f *testing.F) {
 		"PATCH http://UP.example:8080/a/../b?q=1#frag HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
 		"GET http://up.example/ HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
 	}
-	for _, s := range seeds {
-		for mode := byte(0); mode < 4; mode++ {
-			f.Add([]byte(s), mode)
-		}
-	}
-	clk := newFakeClock()
-	cfg := baseConfig(f)
-	cfg.Clock = clk
-	cfg.WriteRules = []WriteRule{{Host: "up.example", PathPrefix: "/r", Methods: []string{"POST"}, Write: false}}
-	s, err := New(cfg, newFakeCluster())
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, cfg, clk := newFuzzSidecar(f, seeds, 4, []WriteRule{{Host: "up.example", PathPrefix: "/r", Methods: []string{"POST"}, Write: false}})
 	epoch := uint64(0)
 	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
 		epoch++
@@ -132,18 +120,7 @@ func FuzzTunnelRequest(f *testing.F) {
 		"DELETE /a/../b HTTP/1.1\r\nHost: UP.EXAMPLE\r\nConnection: close, X-A\r\nX-A: 1\r\n\r\n",
 		"POST /x HTTP/1.1\r\nHost: up.example:8443\r\nProxy-Authorization: Basic dGFzazo=\r\n\r\n",
 	}
-	for _, s := range seeds {
-		for mode := byte(0); mode < 8; mode++ {
-			f.Add([]byte(s), mode)
-		}
-	}
-	clk := newFakeClock()
-	cfg := baseConfig(f)
-	cfg.Clock = clk
-	s, err := New(cfg, newFakeCluster())
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, cfg, clk := newFuzzSidecar(f, seeds, 8, nil)
 	epoch := uint64(0)
 	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
 		epoch++
@@ -194,4 +171,23 @@ func setFuzzLease(s *Sidecar, cfg Config, clk *fakeClock, epoch uint64, mode byt
 	case 2:
 		s.leases.drop("task", 0, reasonRevoked)
 	}
+}
+
+// newFuzzSidecar seeds f with every seed in every mode below modes and
+// builds an unstarted sidecar on a fake clock with rules.
+func newFuzzSidecar(f *testing.F, seeds []string, modes byte, rules []WriteRule) (*Sidecar, Config, *fakeClock) {
+	for _, s := range seeds {
+		for mode := byte(0); mode < modes; mode++ {
+			f.Add([]byte(s), mode)
+		}
+	}
+	clk := newFakeClock()
+	cfg := baseConfig(f)
+	cfg.Clock = clk
+	cfg.WriteRules = rules
+	s, err := New(cfg, newFakeCluster())
+	if err != nil {
+		f.Fatal(err)
+	}
+	return s, cfg, clk
 }
