@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -77,19 +78,34 @@ func (s *Sidecar) openFencedTunnel(ctx *fasthttp.RequestCtx, host, port string) 
 	})
 }
 
-// realCloser closes the socket under a hijacked connection, whose own
-// Close fasthttp ignores, so a read blocked on it wakes up.
-type realCloser struct{ c net.Conn }
+// tunnelCloser closes the socket under a hijacked connection, whose own
+// Close fasthttp ignores, so a read blocked on it wakes up. It closes at
+// most once, and the tunnel's goroutine closes it before returning, so
+// Shutdown never touches a connection fasthttp has already released.
+type tunnelCloser struct {
+	mu   sync.Mutex
+	c    net.Conn
+	done bool
+}
 
-func (r realCloser) Close() error {
-	if u, ok := r.c.(interface{ UnsafeConn() net.Conn }); ok {
-		_ = u.UnsafeConn().Close()
+func (t *tunnelCloser) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil
 	}
-	return r.c.Close()
+	t.done = true
+	if u, ok := t.c.(interface{ UnsafeConn() net.Conn }); ok {
+		if uc := u.UnsafeConn(); uc != nil {
+			_ = uc.Close()
+		}
+	}
+	return t.c.Close()
 }
 
 func (s *Sidecar) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
-	closer := realCloser{c}
+	closer := &tunnelCloser{c: c}
+	defer closer.Close()
 	if !s.tunnels.track(closer, true) {
 		_ = closer.Close()
 		return
