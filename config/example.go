@@ -102,6 +102,13 @@ const exampleSidecar = `# fencepost sidecar: runs beside one worker, heartbeats 
 ` + header + `
 # Required: cluster HTTP endpoints (any member; followers forward).
 cluster: [127.0.0.1:7400]
+cluster_tls:
+  # The sidecar's identity toward the cluster ('fencepost tls cert create
+  # --sidecar --name <worker_id>'): HTTPS to the members, verified against
+  # ca_file. Empty: plain HTTP, allowed only for endpoints on loopback.
+  ca_file: ""
+  cert_file: ""
+  key_file: ""
 # Worker id recorded in leases. Empty: derived from the host name.
 worker_id: ""
 # The worker's HTTP_PROXY. Loopback only.
@@ -191,6 +198,9 @@ addr: 127.0.0.1:7490
 # Cluster endpoint to fetch token-signing public keys from, e.g.
 # http://127.0.0.1:7400. Empty: signatures are not checked.
 keys_from: ""
+# Cluster CA certificate: fetch the keys over HTTPS, verifying the cluster.
+# Empty: plain HTTP, allowed only for a keys_from on loopback.
+keys_ca_file: ""
 # Reject tokens without a valid signature. Needs keys_from.
 require_signature: false
 

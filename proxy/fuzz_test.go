@@ -44,16 +44,16 @@ func FuzzProxyRequest(f *testing.F) {
 		if ctx.IsConnect() {
 			return
 		}
-		d, e := s.decide(&ctx)
-		if e != nil {
+		x := newExchange(s, &ctx)
+		defer x.finish()
+		if e := x.decide(); e != nil {
 			return
 		}
-		req := fasthttp.AcquireRequest()
-		defer fasthttp.ReleaseRequest(req)
-		if e := s.buildRequest(&ctx, req, &d); e != nil {
+		x.req = fasthttp.AcquireRequest()
+		if e := x.stamp(); e != nil {
 			return
 		}
-		checkForwarded(t, s, clk, mode, &d, req)
+		checkForwarded(t, s, clk, mode, x)
 	})
 }
 
@@ -61,9 +61,10 @@ func FuzzProxyRequest(f *testing.F) {
 // would forward: a write only with a current lease; a stamped request
 // carries exactly one token (the current epoch), task and holder, and no
 // worker-sent X-Fencing-* or hop-by-hop header.
-func checkForwarded(t *testing.T, s *Sidecar, clk *fakeClock, mode byte, d *decision, req *fasthttp.Request) {
+func checkForwarded(t *testing.T, s *Sidecar, clk *fakeClock, mode byte, d *exchange) {
+	req := d.req
 	// Forwarded. Property 1: a write only with a current lease.
-	l, why := s.leases.current("task", clk.Now())
+	l, why := s.keeper.table.current("task", clk.Now())
 	if d.write && (why != "" || !d.leased || d.lease.Epoch != l.Epoch) {
 		t.Fatalf("write forwarded without a current lease (mode %d, why %q)", mode, why)
 	}
@@ -132,44 +133,44 @@ func FuzzTunnelRequest(f *testing.F) {
 		if err := ctx.Request.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
 			return
 		}
-		if e := s.enterTunnel(&ctx); e != nil {
+		if e := s.pipe.enterTunnel(&ctx); e != nil {
 			return
 		}
-		d, e := s.decide(&ctx)
-		if e != nil {
+		d := &exchange{p: s.pipe, ctx: &ctx, in: info.entry()}
+		defer d.finish()
+		if e := d.decide(); e != nil {
 			return
 		}
 		if d.tgt.host != info.host || d.tgt.hostPort != "up.example:443" {
 			t.Fatalf("a tunnel to up.example:443 forwards to %q", d.tgt.hostPort)
 		}
-		if (d.tls != nil) != info.tls {
-			t.Fatalf("tunnel TLS %v, upstream TLS %v", info.tls, d.tls != nil)
+		if (d.tgt.tls != nil) != info.tls {
+			t.Fatalf("tunnel TLS %v, upstream TLS %v", info.tls, d.tgt.tls != nil)
 		}
-		req := fasthttp.AcquireRequest()
-		defer fasthttp.ReleaseRequest(req)
-		if e := s.buildRequest(&ctx, req, &d); e != nil {
+		d.req = fasthttp.AcquireRequest()
+		if e := d.stamp(); e != nil {
 			return
 		}
-		if h := string(req.URI().Host()); h != "up.example:443" && h != "up.example" {
+		if h := string(d.req.URI().Host()); h != "up.example:443" && h != "up.example" {
 			t.Fatalf("upstream request goes to %q", h)
 		}
-		checkForwarded(t, s, clk, mode, &d, req)
+		checkForwarded(t, s, clk, mode, d)
 	})
 }
 
 // setFuzzLease puts the lease of "task" into one of four states by mode:
 // current, past its deadline, revoked, or never granted.
 func setFuzzLease(s *Sidecar, cfg Config, clk *fakeClock, epoch uint64, mode byte) {
-	s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
+	s.keeper.table = newLeaseTable(cfg.Drift, cfg.MarginFloor)
 	now := clk.Now()
 	if mode%4 != 3 {
-		s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
+		s.keeper.table.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
 	}
 	switch mode % 4 {
 	case 1:
 		clk.Advance(10 * time.Second)
 	case 2:
-		s.leases.drop("task", 0, reasonRevoked)
+		s.keeper.table.drop("task", 0, reasonRevoked)
 	}
 }
 

@@ -86,7 +86,7 @@ var CAEnvVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"
 // CA returns the interception CA's description, or false when
 // interception is off.
 func (s *Sidecar) CA() (CAInfo, bool) {
-	if s.ca == nil {
+	if s.pipe.ca == nil {
 		return CAInfo{}, false
 	}
 	env := make(map[string]string, len(CAEnvVars))
@@ -95,10 +95,10 @@ func (s *Sidecar) CA() (CAInfo, bool) {
 	}
 	return CAInfo{
 		BundleFile:     s.cfg.Intercept.BundleFile,
-		CertificatePEM: string(s.ca.CertPEM()),
+		CertificatePEM: string(s.pipe.ca.CertPEM()),
 		Hosts:          append([]string(nil), s.cfg.Intercept.Hosts...),
-		Constrained:    s.ca.Constrained(),
-		NotAfter:       s.ca.Certificate().NotAfter,
+		Constrained:    s.pipe.ca.Constrained(),
+		NotAfter:       s.pipe.ca.Certificate().NotAfter,
 		Env:            env,
 	}, true
 }
@@ -106,7 +106,8 @@ func (s *Sidecar) CA() (CAInfo, bool) {
 // serveCA answers GET /v1/ca (JSON) and /v1/ca.pem: what a worker needs
 // to trust the interception CA. The CA certificate is public; the key
 // never leaves the process.
-func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx, pemOnly bool) {
+func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
+	pemOnly := string(ctx.Path()) == PathCAPEM
 	info, ok := s.CA()
 	if !ok {
 		writeProblem(ctx, fasthttp.StatusNotFound, CodeNotFound, "interception is off",

@@ -23,11 +23,11 @@ type keyOrigin struct{ seq, ordinal uint64 }
 
 const titleAlreadyPerformed = "a previous owner already performed this write"
 
-// alreadyPerformed explains a payload mismatch on d's key.
-func alreadyPerformed(d *decision) string {
+// alreadyPerformed explains a payload mismatch on x's key.
+func alreadyPerformed(x *exchange) string {
 	what := "this write (the Idempotency-Key the worker chose)"
-	if d.key.ordinal > 0 {
-		what = fmt.Sprintf("write %d after checkpoint %d of task %q", d.key.ordinal, d.key.seq, d.lease.TaskID)
+	if x.key.ordinal > 0 {
+		what = fmt.Sprintf("write %d after checkpoint %d of task %q", x.key.ordinal, x.key.seq, x.lease.TaskID)
 	}
 	return what + " was already performed, with a different payload, by this or an earlier owner. " +
 		"A new owner replays a step's writes under the same keys, so each step must send the same writes in the same order: " +
@@ -38,13 +38,13 @@ func alreadyPerformed(d *decision) string {
 // for a write whose key the sidecar derived with the explicit problem
 // write-already-performed (the downstream's own problem is quoted). It
 // reports whether it answered.
-func (s *Sidecar) explainTakeover(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *decision, status int, body []byte) bool {
-	if status != fasthttp.StatusUnprocessableEntity || !d.write || d.key.ordinal == 0 ||
+func (x *exchange) explainTakeover(body []byte) bool {
+	if x.resp.StatusCode() != fasthttp.StatusUnprocessableEntity || !x.write || x.key.ordinal == 0 ||
 		!bytes.Contains(body, []byte(fence.ProblemPayloadMismatch)) {
 		return false
 	}
-	writeProblem(ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
-		fmt.Sprintf("%s (key %s; the downstream answered: %s)", alreadyPerformed(d),
-			req.Header.Peek(fence.HeaderIdempotencyKey), quoteBounded(string(body))), d.lease.Epoch)
+	writeProblem(x.ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+		fmt.Sprintf("%s (key %s; the downstream answered: %s)", alreadyPerformed(x),
+			x.req.Header.Peek(fence.HeaderIdempotencyKey), quoteBounded(string(body))), x.lease.Epoch)
 	return true
 }

@@ -31,10 +31,10 @@ import (
 // tunnelInfo is what each request in a fenced tunnel inherits from its
 // CONNECT.
 type tunnelInfo struct {
-	host      string // lower-case, IPv6 in brackets, as splitAuthority returns it
-	port      string
-	tls       bool   // intercepted TLS: upstream is verified TLS too
-	proxyAuth []byte // the CONNECT's Proxy-Authorization (task selection), or nil
+	host string // lower-case, IPv6 in brackets, as splitAuthority returns it
+	port string
+	tls  bool   // intercepted TLS: upstream is verified TLS too
+	task string // the task the CONNECT's proxy user name selected, or ""
 }
 
 // tunnelConn is a fenced tunnel's worker side, as tunnelSrv serves it.
@@ -43,38 +43,31 @@ type tunnelConn struct {
 	info *tunnelInfo
 }
 
-// newTunnelServer serves the inside of fenced tunnels with the proxy's
-// limits.
-func (s *Sidecar) newTunnelServer() *fasthttp.Server {
-	srv := s.newProxyServer()
-	srv.Handler = s.handleTunneled
-	srv.ExpectHandler = s.expectTunneled
-	srv.Name = "fencepost-sidecar-tunnel"
-	return srv
-}
-
 // fencedTunnel reports whether a CONNECT to host:port is served as a
 // fenced tunnel (every request inside goes through the pipeline).
-func (s *Sidecar) fencedTunnel(host, port, hp string) bool {
-	if s.ca != nil && s.ca.Intercepts(strings.Trim(host, "[]")) {
+func (p *pipeline) fencedTunnel(host, port, hp string) bool {
+	if p.ca != nil && p.ca.Intercepts(strings.Trim(host, "[]")) {
 		return true
 	}
-	return !s.allow[hp] && port != "443" && s.up.origins.lookup(host, port) == nil
+	return !p.allow[hp] && port != "443" && p.up.origins.lookup(host, port) == nil
 }
 
 // openFencedTunnel answers the CONNECT and serves the tunnel after the
 // handler returns.
-func (s *Sidecar) openFencedTunnel(ctx *fasthttp.RequestCtx, host, port string) {
-	info := &tunnelInfo{host: host, port: port}
-	if pa := ctx.Request.Header.Peek("Proxy-Authorization"); len(pa) > 0 {
-		info.proxyAuth = append([]byte(nil), pa...)
+func (p *pipeline) openFencedTunnel(ctx *fasthttp.RequestCtx, host, port string) {
+	scan := scanRequest(&ctx.Request.Header)
+	task, err := selectedTask(&scan)
+	if err != nil {
+		p.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: err.Error()})
+		return
 	}
-	s.metrics.forwarded.Inc()
-	s.serving.Add(1)
+	info := &tunnelInfo{host: host, port: port, task: task}
+	p.metrics.forwarded.Inc()
+	p.tunnels.Add(1)
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
-		defer s.serving.Done()
-		s.serveFencedTunnel(c, info)
+		defer p.tunnels.Done()
+		p.serveFencedTunnel(c, info)
 	})
 }
 
@@ -103,74 +96,74 @@ func (t *tunnelCloser) Close() error {
 	return t.c.Close()
 }
 
-func (s *Sidecar) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
+func (p *pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 	closer := &tunnelCloser{c: c}
 	defer closer.Close()
-	if !s.tunnels.track(closer, true) {
+	if !p.fenced.track(closer) {
 		_ = closer.Close()
 		return
 	}
-	defer s.tunnels.untrack(closer)
+	defer p.fenced.untrack(closer)
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}
-	deadline := time.Now().Add(s.cfg.Intercept.HandshakeTimeout)
+	deadline := time.Now().Add(p.cfg.Intercept.HandshakeTimeout)
 	_ = c.SetDeadline(deadline)
 	br := bufio.NewReaderSize(c, sniffSize)
 	kind := sniff(br)
 	var inner net.Conn = &peekedConn{Conn: c, r: br}
 	if kind == kindTLS {
-		if s.ca == nil || !s.ca.Intercepts(strings.Trim(info.host, "[]")) {
-			s.tunnelRefused(info, kind, "TLS to a host that is not intercepted: add it to intercept.hosts, or to connect.allow for an unfenced tunnel")
+		if p.ca == nil || !p.ca.Intercepts(strings.Trim(info.host, "[]")) {
+			p.tunnelRefused(info, kind, "TLS to a host that is not intercepted: add it to intercept.hosts, or to connect.allow for an unfenced tunnel")
 			return
 		}
-		tc := tls.Server(inner, s.ca.ServerConfig(info.host))
+		tc := tls.Server(inner, p.ca.ServerConfig(info.host))
 		if err := tc.Handshake(); err != nil {
-			s.tunnelRefused(info, kind, "TLS handshake: "+err.Error())
+			p.tunnelRefused(info, kind, "TLS handshake: "+err.Error())
 			return
 		}
 		br = bufio.NewReaderSize(tc, sniffSize)
 		if kind = sniff(br); kind != kindHTTP {
-			s.tunnelRefused(info, kind, "not HTTP/1.1 inside TLS (HTTP/2 and other protocols cannot be fenced)")
+			p.tunnelRefused(info, kind, "not HTTP/1.1 inside TLS (HTTP/2 and other protocols cannot be fenced)")
 			return
 		}
 		inner, info.tls = &peekedConn{Conn: tc, r: br}, true
 	} else if kind != kindHTTP {
-		s.tunnelRefused(info, kind, "neither a TLS ClientHello nor an HTTP/1.1 request")
+		p.tunnelRefused(info, kind, "neither a TLS ClientHello nor an HTTP/1.1 request")
 		return
 	}
 	_ = c.SetDeadline(time.Time{}) // the tunnel server sets its own
-	if ce := s.log.Check(zap.DebugLevel, "tunnel fenced"); ce != nil {
+	if ce := p.log.Check(zap.DebugLevel, "tunnel fenced"); ce != nil {
 		ce.Write(zap.String("target", net.JoinHostPort(strings.Trim(info.host, "[]"), info.port)), zap.Bool("tls", info.tls))
 	}
-	_ = s.tunnelSrv.ServeConn(&tunnelConn{lingerConn: lingerConn{Conn: inner}, info: info})
+	_ = p.tunnelSrv.ServeConn(&tunnelConn{lingerConn: lingerConn{Conn: inner}, info: info})
 }
 
-func (s *Sidecar) tunnelRefused(info *tunnelInfo, kind tunnelKind, why string) {
-	s.metrics.requests.WithLabelValues(decisionRejected).Inc()
-	if ce := s.log.Check(zap.InfoLevel, "tunnel closed"); ce != nil {
+func (p *pipeline) tunnelRefused(info *tunnelInfo, kind tunnelKind, why string) {
+	p.metrics.requests.WithLabelValues(decisionRejected).Inc()
+	if ce := p.log.Check(zap.InfoLevel, "tunnel closed"); ce != nil {
 		ce.Write(zap.String("target", net.JoinHostPort(strings.Trim(info.host, "[]"), info.port)),
 			zap.Stringer("first_bytes", kind), zap.String("reason", why))
 	}
 }
 
 // handleTunneled serves one request inside a fenced tunnel.
-func (s *Sidecar) handleTunneled(ctx *fasthttp.RequestCtx) {
-	if e := s.enterTunnel(ctx); e != nil {
-		s.refuse(ctx, e)
+func (p *pipeline) handleTunneled(ctx *fasthttp.RequestCtx) {
+	if e := p.enterTunnel(ctx); e != nil {
+		p.refuse(ctx, e)
 		ctx.SetConnectionClose()
 		return
 	}
-	s.handleProxy(ctx)
+	p.serve(ctx, tunnelOf(ctx).entry())
 }
 
 // expectTunneled is expectProxy for a request inside a tunnel.
-func (s *Sidecar) expectTunneled(ctx *fasthttp.RequestCtx) int {
-	if e := s.enterTunnel(ctx); e != nil {
-		s.refuse(ctx, e)
+func (p *pipeline) expectTunneled(ctx *fasthttp.RequestCtx) int {
+	if e := p.enterTunnel(ctx); e != nil {
+		p.refuse(ctx, e)
 		return e.status
 	}
-	return s.expectProxy(ctx)
+	return p.expectIn(ctx, tunnelOf(ctx).entry())
 }
 
 // tunnelOf returns the fenced tunnel a request arrived in, or nil.
@@ -181,22 +174,19 @@ func tunnelOf(ctx *fasthttp.RequestCtx) *tunnelInfo {
 	return nil
 }
 
-// tunnelUpstreamTLS returns the upstream TLS configuration of a request
-// inside an intercepted tunnel, or nil.
-func (s *Sidecar) tunnelUpstreamTLS(ctx *fasthttp.RequestCtx) *tls.Config {
-	if ti := tunnelOf(ctx); ti != nil && ti.tls {
-		return s.up.interceptTLS
-	}
-	return nil
+// entry is how the tunnel's requests enter the pipeline.
+func (ti *tunnelInfo) entry() entry {
+	return entry{authority: net.JoinHostPort(strings.Trim(ti.host, "[]"), ti.port), tls: ti.tls, task: ti.task}
 }
 
-// enterTunnel checks a request inside a tunnel against its CONNECT and
-// rewrites it to the absolute form handleProxy parses: the target is
-// always the CONNECT authority, and the Host header (and an
-// absolute-form authority) must name it, so rules are never evaluated
-// for one host while the bytes go to another. It is idempotent: the
-// 100-continue hook and the handler both run it.
-func (s *Sidecar) enterTunnel(ctx *fasthttp.RequestCtx) *errReply {
+// enterTunnel checks a request inside a tunnel against its CONNECT
+// before the pipeline parses it: the Host header (and an absolute-form
+// authority, which it turns into the origin form the pipeline takes for a
+// tunnel) must name the CONNECT target, port included when given, so
+// rules are never evaluated for one host while the bytes go to another
+// (421 otherwise). It is idempotent: the 100-continue hook and the
+// handler both run it.
+func (p *pipeline) enterTunnel(ctx *fasthttp.RequestCtx) *errReply {
 	ti := tunnelOf(ctx)
 	if ti == nil {
 		return &errReply{status: 500, code: CodeBadRequest, title: "not a tunnel", detail: "internal: request without its tunnel"}
@@ -205,7 +195,6 @@ func (s *Sidecar) enterTunnel(ctx *fasthttp.RequestCtx) *errReply {
 		return &errReply{status: 400, code: CodeBadRequest, title: "CONNECT inside a tunnel", detail: "a tunnel carries requests to its CONNECT target only"}
 	}
 	uri := ctx.Request.Header.RequestURI()
-	path := uri
 	if len(uri) == 0 || uri[0] != '/' {
 		rest, ok := cutSchemeFold(uri)
 		if !ok {
@@ -219,36 +208,17 @@ func (s *Sidecar) enterTunnel(ctx *fasthttp.RequestCtx) *errReply {
 		if e := ti.checkAuthority(rest[:end], "request target"); e != nil {
 			return e
 		}
-		path = rest[end:]
-		if len(path) == 0 || path[0] != '/' {
-			path = append([]byte("/"), path...)
+		path := string(rest[end:])
+		if path == "" || path[0] != '/' {
+			path = "/" + path
 		}
+		ctx.Request.SetRequestURI(path)
 	}
 	host := ctx.Request.Header.Host()
 	if len(host) == 0 {
 		return &errReply{status: 400, code: CodeBadRequest, title: "missing Host", detail: "a request inside a tunnel must name its host"}
 	}
-	if e := ti.checkAuthority(host, "Host header"); e != nil {
-		return e
-	}
-	if ti.proxyAuth != nil && len(ctx.Request.Header.Peek("Proxy-Authorization")) == 0 {
-		ctx.Request.Header.SetBytesV("Proxy-Authorization", ti.proxyAuth)
-	}
-	// Keep the worker's Host as it is (signed requests cover it), unless it
-	// omits a port that is not the scheme's default.
-	authority := string(host)
-	if _, p, _ := splitAuthority(authority); p == "" && ti.port != ti.defaultPort() {
-		authority = ti.host + ":" + ti.port
-	}
-	ctx.Request.SetRequestURI("http://" + authority + string(path))
-	return nil
-}
-
-func (ti *tunnelInfo) defaultPort() string {
-	if ti.tls {
-		return "443"
-	}
-	return "80"
+	return ti.checkAuthority(host, "Host header")
 }
 
 // checkAuthority accepts a with the tunnel's host and its port or none.
@@ -275,12 +245,12 @@ func cutSchemeFold(uri []byte) ([]byte, bool) {
 // refuseConnect answers a CONNECT the sidecar can neither fence nor
 // tunnel, saying why in the reason phrase too: most clients show only
 // the status line of a failed CONNECT.
-func (s *Sidecar) refuseConnect(ctx *fasthttp.RequestCtx, host, port, hp string) {
+func (p *pipeline) refuseConnect(ctx *fasthttp.RequestCtx, host, port, hp string) {
 	plain := "http://" + strings.Trim(host, "[]")
 	if port != "443" {
 		plain += ":" + port
 	}
-	s.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
+	p.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
 		detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
 			" it does not intercept: list the host in intercept.hosts (the sidecar then reads every request with its own CA), or call " +
 			plain + " with " + hp + " in tls.originate (the sidecar speaks TLS upstream), or add " + hp + " to connect.allow for an unfenced tunnel"})

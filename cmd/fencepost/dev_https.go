@@ -64,7 +64,7 @@ func (f *fencedTLS) Close() error {
 
 // printDevHTTPS prints what a worker sets to have its HTTPS calls fenced
 // (every host is intercepted in dev) and a call to try.
-func printDevHTTPS(w io.Writer, self, proxyAddr, fencedURL, bundle, task, cluster string) {
+func printDevHTTPS(w io.Writer, revoke, proxyAddr, fencedURL, bundle, task string) {
 	fmt.Fprintf(w, `HTTPS: the sidecar intercepts TLS for every host (its own CA, created at start).
 In the worker's shell, for https:// calls (Python requests/httpx, curl, Node 24 fetch, Go):
 
@@ -74,8 +74,8 @@ In the worker's shell, for https:// calls (Python requests/httpx, curl, Node 24 
   fenced service   %[2]s
 
   curl -s -X POST %[2]s/v1/tasks/%[4]s/writes -d 'step 1'
-  %[6]s ctl --cluster %[5]s tasks revoke %[4]s
+  %[5]s
   curl -s -X POST %[2]s/v1/tasks/%[4]s/writes -d 'step 2'    # 409 problem+json, x-should-retry: false
 
-`, proxyAddr, fencedURL, bundle, task, cluster, self)
+`, proxyAddr, fencedURL, bundle, task, revoke)
 }

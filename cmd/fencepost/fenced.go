@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
@@ -71,7 +74,7 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
 	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg}
 	if cfg.KeysFrom != "" {
-		keys, err := fetchKeys(ctx, cfg.KeysFrom, log, keysWait)
+		keys, err := fetchKeys(ctx, cfg.KeysFrom, cfg.KeysCAFile, log, keysWait)
 		if err != nil {
 			return nil, startError(err)
 		}
@@ -101,9 +104,22 @@ const keysAttemptTimeout = 5 * time.Second
 // log line per failed attempt for up to wait. Until it has them fenced does
 // not listen: a service that verifies signatures must not accept a write it
 // cannot check. After wait it fails with one line naming keys_from, the
-// attempts and the last cause.
-func fetchKeys(ctx context.Context, endpoint string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
+// attempts and the last cause. With caFile the keys come over HTTPS, the
+// cluster verified against it.
+func fetchKeys(ctx context.Context, endpoint, caFile string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
 	url := endpoint
+	var client *http.Client
+	if caFile != "" {
+		pool, err := pki.LoadPool(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("keys_ca_file: %w", err)
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}}}
+		defer client.CloseIdleConnections()
+		if !strings.Contains(url, "://") {
+			url = "https://" + url
+		}
+	}
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
@@ -113,7 +129,7 @@ func fetchKeys(ctx context.Context, endpoint string, log *zap.Logger, wait time.
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(ctx, keysAttemptTimeout)
-		keys, err := fence.FetchKeys(actx, nil, url)
+		keys, err := fence.FetchKeys(actx, client, url)
 		acancel()
 		if err == nil && len(keys) > 0 {
 			if attempt > 1 {
