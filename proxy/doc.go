@@ -55,8 +55,9 @@
 // (package proxy/mitm; name-constrained to the intercepted hosts where the
 // list allows); a CONNECT whose first bytes are an HTTP request (Node's
 // fetch tunnels even http:// URLs) is read as it is. Either way every
-// request inside the tunnel runs through the same handler as a proxied
-// one (tunnel.go): classified, checked, stamped, journaled or blocked,
+// request inside the tunnel enters the same pipeline as a proxied one
+// (tunnel.go hands it to pipeline.serve with an entry naming the CONNECT
+// authority): classified, checked, stamped, journaled or blocked,
 // with the Host bound to the CONNECT authority, and upstream TLS verified.
 // Other CONNECTs are blind tunnels to allow-listed targets, cut when the
 // lease is lost, or refused with the reason in the status line.

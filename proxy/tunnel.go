@@ -20,11 +20,11 @@ import (
 // is completed with a leaf from the sidecar's CA (package proxy/mitm);
 // an HTTP/1.x request line is read as is (Node's fetch tunnels even
 // http:// URLs). Either way the tunnel's worker side is served by
-// tunnelSrv, whose handler turns each request into the absolute form the
-// proxy port takes and hands it to handleProxy: every request inside a
-// tunnel is classified, checked, stamped, journaled or blocked by the
-// same code as a proxied one, and its block (409 problem+json) reaches
-// the worker inside the tunnel. Anything else (garbage, the HTTP/2
+// tunnelSrv, whose handler checks each request against the CONNECT
+// (enterTunnel) and hands it to pipeline.serve with the tunnel's entry:
+// every request inside a tunnel is classified, checked, stamped,
+// journaled or blocked by the same code as a proxied one, and its block
+// (409 problem+json) reaches the worker inside the tunnel. Anything else (garbage, the HTTP/2
 // preface, TLS to a host that is not intercepted, nothing in time) is
 // closed and logged.
 
