@@ -27,7 +27,16 @@ const (
 	CodeMethod             = "method-not-allowed"
 	CodeEffectInDoubt      = "effect-in-doubt"
 	CodeJournalUnavailable = "journal-unavailable"
+	CodeHostMismatch       = "host-mismatch"
+	CodeUpstreamTLS        = "upstream-tls"
+	// CodeWriteAlreadyPerformed: a previous owner already performed this
+	// write (same Idempotency-Key) with a different payload.
+	CodeWriteAlreadyPerformed = "write-already-performed"
 )
+
+// HeaderShouldRetry is the response header SDKs read before retrying;
+// every 4xx problem of the sidecar carries "false".
+const HeaderShouldRetry = "X-Should-Retry"
 
 // errReply is a refusal with its problem.
 type errReply struct {

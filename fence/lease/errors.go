@@ -49,6 +49,11 @@ var (
 	ErrInDoubt = errors.New("effect in doubt")
 	// ErrJournalFull reports a task whose journal reached its size bound.
 	ErrJournalFull = errors.New("effect journal full")
+	// ErrPayloadMismatch reports an intent whose key the journal already
+	// holds with another body digest: the write was performed (or is in
+	// flight) with a different payload, so it is neither replayed nor
+	// sent again, as a downstream using package fence answers 422.
+	ErrPayloadMismatch = errors.New("effect key recorded with a different payload")
 )
 
 // ErrorInfo is one row of the model's error table.
@@ -96,6 +101,7 @@ var errorTable = [...]ErrorInfo{
 	// A full journal is a state of this task, not of the server's disks,
 	// so 409 rather than 507 (which generic clients read as a server fault).
 	{ErrJournalFull, "journal_full", http.StatusConflict},
+	{ErrPayloadMismatch, "payload_mismatch", http.StatusUnprocessableEntity},
 }
 
 // Errors returns every model error with its code and status, in table

@@ -8,9 +8,12 @@
 //
 // Clients: Go net/http (this test binary, re-executed), curl, Python
 // requests and httpx (Debian's python3-requests and python3-httpx under
-// /usr/bin/python3), Node.js 24 node:http and fetch (test/install-node24.sh).
+// /usr/bin/python3), Node.js 24 node:http and fetch (test/install-node24.sh),
+// and an older Node (Debian's /usr/bin/node), which ignores the variables.
 // A client that is not installed is skipped with the reason;
 // test/devclients.sh installs them when run as root.
 //
-// This is the plain-HTTP dev flow only; HTTPS clients are another suite's.
+// Each write goes to the banner's http:// URL and to its https:// URL, which
+// the sidecar intercepts with its own CA (the banner's CA-bundle exports);
+// the HTTPS client matrix with streaming and cuts is package test/clients.
 package devclients
