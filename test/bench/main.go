@@ -8,9 +8,10 @@
 //
 //	cd test/bench && go run . [--quick] [--out results.json] [--md ../../BENCHMARKS.md]
 //
-// With --tls it runs workloads 1, 2 and 4 twice in one invocation,
-// plaintext and then with TLS on both clusters, and writes the cost of TLS
-// into the marked TLS section of BENCHMARKS.md (tls.go, tlsreport.go).
+// With --tls it runs workloads 1, 2 and 4 in one invocation, plaintext
+// and with TLS on both clusters in alternating passes, and writes the cost
+// of TLS into the marked TLS section of BENCHMARKS.md (tls.go,
+// tlsreport.go).
 //
 // Everything it starts listens on 127.0.0.1 only, runs from one temporary
 // directory removed at the end, and is stopped by PID.

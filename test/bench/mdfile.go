@@ -71,10 +71,7 @@ func benchmarksMD(res *Results, table string) string {
 		p("### Runs that saw errors\n\n")
 		p("Failed operations are not counted in rates or latencies; a run with no successful operation is left out of the medians. ")
 		p("The first error of each run is kept in the raw JSON.\n\n")
-		for _, e := range errs {
-			p("- %s\n", e)
-		}
-		p("\n")
+		p("%s", bullets(errs))
 	}
 	p("%s", methodText)
 	return b.String()
@@ -202,3 +199,12 @@ with other work it drifts much less than throughput does, so it is the better fi
    worker's request, encrypt it upstream, and back) on top of the plain proxy path; for new connections two ECDSA
    handshakes (a cached leaf: no minting) against the direct path's one.
 `
+
+// bullets renders lines as a markdown list followed by a blank line.
+func bullets(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	return b.String() + "\n"
+}

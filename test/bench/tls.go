@@ -1,21 +1,15 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // tlsMode is the transport security of the clusters the harness starts and
@@ -53,7 +47,8 @@ func hostPort(u string) string {
 
 // setupTLS makes every certificate a TLS pass needs under dir: fencepost's
 // with the product's own tooling (so the run proves the README's set-up),
-// etcd's with crypto/x509 (ECDSA P-256, valid for 127.0.0.1 and localhost).
+// etcd's with crypto/x509 (writeCert: ECDSA P-256; leaves valid for
+// 127.0.0.1, ::1 and localhost).
 func setupTLS(fpBin, dir string) (*tlsMode, error) {
 	m := &tlsMode{fpDir: filepath.Join(dir, "fp-tls")}
 	if fpBin != "" {
@@ -62,27 +57,33 @@ func setupTLS(fpBin, dir string) (*tlsMode, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fencepost tls init: %w: %s", err, out)
 		}
-		var err2 error
-		if m.fpSidecar, err2 = clientTLS(m.fpFile("ca.pem"), m.fpFile("sidecar-bench.pem"), m.fpFile("sidecar-bench-key.pem")); err2 != nil {
-			return nil, err2
+		if m.fpSidecar, err = clientTLS(m.fpFile("ca.pem"), m.fpFile("sidecar-bench.pem"), m.fpFile("sidecar-bench-key.pem")); err != nil {
+			return nil, err
 		}
-		if m.fpOperator, err2 = clientTLS(m.fpFile("ca.pem"), m.fpFile("operator-bench.pem"), m.fpFile("operator-bench-key.pem")); err2 != nil {
-			return nil, err2
+		if m.fpOperator, err = clientTLS(m.fpFile("ca.pem"), m.fpFile("operator-bench.pem"), m.fpFile("operator-bench-key.pem")); err != nil {
+			return nil, err
 		}
 	}
 	ed := filepath.Join(dir, "etcd-tls")
 	if err := os.MkdirAll(ed, 0o700); err != nil {
 		return nil, err
 	}
-	ca, caKey, err := issue(nil, nil, "bench etcd CA", true, ed, "ca")
+	ca, caKey, err := writeCert(filepath.Join(ed, "ca.pem"), filepath.Join(ed, "ca-key.pem"), &x509.Certificate{
+		Subject: pkix.Name{CommonName: "bench etcd CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := issue(ca, caKey, "etcd member", false, ed, "member"); err != nil {
-		return nil, err
-	}
-	if _, _, err := issue(ca, caKey, "bench client", false, ed, "client"); err != nil {
-		return nil, err
+	// One certificate serves every member's client and peer ports and is
+	// also its client certificate toward its peers; the harness has its own.
+	for _, name := range []string{"member", "client"} {
+		leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "bench etcd " + name},
+			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+		if _, _, err := writeCert(filepath.Join(ed, name+".pem"), filepath.Join(ed, name+"-key.pem"), leaf, ca, caKey); err != nil {
+			return nil, err
+		}
 	}
 	m.etcdCA, m.etcdCert, m.etcdKey = filepath.Join(ed, "ca.pem"), filepath.Join(ed, "member.pem"), filepath.Join(ed, "member-key.pem")
 	m.etcdClient, err = clientTLS(m.etcdCA, filepath.Join(ed, "client.pem"), filepath.Join(ed, "client-key.pem"))
@@ -109,13 +110,9 @@ func (m *tlsMode) etcdFlags() []string {
 
 // clientTLS loads a client certificate and the CA that verifies the server.
 func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	pemCA, err := os.ReadFile(caFile)
+	pool, err := poolFrom(caFile)
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemCA) {
-		return nil, fmt.Errorf("%s: no certificate", caFile)
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
@@ -124,52 +121,9 @@ func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// issue writes <name>.pem and <name>-key.pem under dir: a CA when parent is
-// nil, else a certificate for servers and clients on 127.0.0.1/localhost.
-func issue(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, isCA bool, dir, name string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return nil, nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+"-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
-}
-
 // tlsRounds runs the selected workloads in rounds, each round a
-// plaintext pass and then a TLS pass on fresh clusters (plain, TLS, plain,
-// TLS, ...), so the machine's drift hits both modes alike. Each pass runs
+// plaintext pass and a TLS pass on fresh clusters, in ABBA order (plain,
+// TLS, TLS, plain, ...), so the machine's drift hits both modes alike. Each pass runs
 // its share of the repetitions; h.res collects the plaintext runs and
 // h.res.TLS the TLS runs. Clusters are started by the same code in both
 // modes; only sec differs.
@@ -184,7 +138,11 @@ func (h *harness) tlsRounds(rounds int) error {
 	}
 	var machine [2]Machine
 	for r := 1; r <= rounds; r++ {
-		for i, res := range []*Results{h.res, h.res.TLS} {
+		// ABBA: plaintext first in odd rounds, TLS first in even ones, so a
+		// steady drift of the machine favours neither mode.
+		for k := 0; k < 2; k++ {
+			i := (k + r + 1) % 2
+			res := []*Results{h.res, h.res.TLS}[i]
 			dir := filepath.Join(h.dir, fmt.Sprintf("round%d-%s", r, [2]string{"plain", "tls"}[i]))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
