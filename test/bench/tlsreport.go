@@ -101,7 +101,7 @@ func tlsSection(res *Results) string {
 	p("measured pair by pair (A B A B) within each pass; TLS/plain compares the plaintext and TLS passes of the same ")
 	p("invocation, which alternate ABBA, so drift of this shared machine hits both modes, but less evenly ")
 	p("than it hits the pairs within a pass.\n\n")
-	p("| | |\n|---|---|\n| load average: plaintext pass start / TLS pass start / end | %s / %s / %s |\n", res.Machine.LoadAvg, t.Machine.LoadAvg, res.Machine.LoadEnd)
+	p("| | |\n|---|---|\n| load average: first plaintext pass start / first TLS pass start / end | %s / %s / %s |\n", res.Machine.LoadAvg, t.Machine.LoadAvg, res.Machine.LoadEnd)
 	p("| fencepost built from | %s |\n| etcd | %s |\n\n", res.Machine.Built, res.Machine.Etcd)
 	s := res.Settings
 	p("Run size, per mode: %d round(s) × %d rep(s) of %s per point at C = %s; heartbeats with %d sessions × %d leases; %d round(s) × %d failover reps per system.\n",
