@@ -24,6 +24,10 @@ func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	hp := net.JoinHostPort(host, port)
+	if e := s.refuseSelfTarget(host, port); e != nil {
+		s.refuse(ctx, e)
+		return
+	}
 	if !s.allow[hp] {
 		s.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
 			detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +

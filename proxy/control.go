@@ -90,6 +90,9 @@ func (s *Sidecar) newControlServer() *fasthttp.Server {
 	}
 	return &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
+			if !controlGuard(ctx) {
+				return
+			}
 			if string(ctx.Path()) == PathMetrics && metricsHandler != nil {
 				metricsHandler(ctx)
 				return

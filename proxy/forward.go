@@ -103,6 +103,9 @@ func (s *Sidecar) decide(ctx *fasthttp.RequestCtx) (decision, *errReply) {
 	if err != nil {
 		return d, err
 	}
+	if e := s.refuseSelfTarget(splitHostPortOrEmpty(tgt.hostPort)); e != nil {
+		return d, e
+	}
 	d.tgt, d.tls = tgt, tlsCfg
 	task, serr := selectedTask(&d.scan)
 	if serr != nil {

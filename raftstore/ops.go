@@ -41,6 +41,7 @@ func (s *Store) run(ctx context.Context, rid string, cmd *lease.Command) (lease.
 		return lease.Result{}, err
 	}
 	cmd.RequestID = rid
+	s.stampCaller(ctx, cmd)
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
 	if err := s.waitOffice(ctx); err != nil {
@@ -102,6 +103,9 @@ func (s *Store) CreateTask(ctx context.Context, rid string, req api.CreateTaskRe
 	if err := s.checkTaskID(req.TaskID); err != nil {
 		return nil, err
 	}
+	if err := checkPriority(req.Priority); err != nil {
+		return nil, err
+	}
 	name, p, err := s.profile(req.Profile)
 	if err != nil {
 		return nil, err
@@ -128,6 +132,9 @@ func (s *Store) Acquire(ctx context.Context, rid, taskID string, req api.Acquire
 	}
 	cmd := &lease.Command{Op: lease.OpAcquire, TaskID: taskID, SessionID: req.SessionID}
 	if req.Create {
+		if err := checkPriority(req.Priority); err != nil {
+			return api.Grant{}, err
+		}
 		name, p, err := s.profile(req.Profile)
 		if err != nil {
 			return api.Grant{}, err
@@ -181,6 +188,9 @@ func (s *Store) grant(ctx context.Context, rid string, cmd *lease.Command) (api.
 // the checkpoint survives failover, restart and snapshot restore (I5).
 func (s *Store) Checkpoint(ctx context.Context, rid, taskID string, req api.CheckpointRequest) (*lease.Task, error) {
 	if err := s.holderArgs(taskID, req.SessionID, req.Epoch); err != nil {
+		return nil, err
+	}
+	if err := lease.CheckCheckpointSeq(req.Seq); err != nil {
 		return nil, err
 	}
 	if err := checkText("step", req.Step, maxStepBytes); err != nil {

@@ -37,6 +37,9 @@ type dedupRec struct {
 	epoch  uint64
 	at     time.Time
 	code   errCodeID
+	// fp is the command's fingerprint (0 when restored from a snapshot
+	// that predates fingerprints: then any command may replay it).
+	fp uint64
 }
 
 // dedupEntry and dedupRef are a record as the snapshot carries it (the
@@ -49,6 +52,7 @@ type dedupEntry struct {
 	Epoch  uint64    `json:"e,omitempty"`
 	Key    string    `json:"k,omitempty"`
 	At     time.Time `json:"at"`
+	FP     uint64    `json:"f,omitempty"`
 }
 
 type dedupRef struct {
@@ -102,7 +106,7 @@ func (d *dedupLog) prune(now time.Time, shared bool) {
 func (d *dedupLog) len() int { return len(d.recs) }
 
 func (r *dedupRec) entry() dedupEntry {
-	return dedupEntry{Index: r.index, Code: r.code.String(), TaskID: r.taskID, Epoch: r.epoch, Key: r.key, At: r.at}
+	return dedupEntry{Index: r.index, Code: r.code.String(), TaskID: r.taskID, Epoch: r.epoch, Key: r.key, At: r.at, FP: r.fp}
 }
 
 // errCodeID is the index of an error's stable short name in errCodeNames;
@@ -116,6 +120,7 @@ var errCodeNames = []string{
 	"", "invalid", "task_not_found", "task_exists", "session_not_found", "lease_held", "task_waiting",
 	"task_final", "not_claimable", "no_task", "stale_epoch", "not_holder", "lease_not_active",
 	"checkpoint_seq", "not_waiting", "intents_in_flight", "in_doubt", "journal_full",
+	"request_id_reused", "not_owner", "quota_exceeded",
 }
 
 // errCodeErrs are the errors named by errCodeNames, at the same index.
@@ -123,6 +128,7 @@ var errCodeErrs = []error{
 	nil, ErrInvalid, ErrTaskNotFound, ErrTaskExists, ErrSessionNotFound, ErrLeaseHeld, ErrTaskWaiting,
 	ErrTaskFinal, ErrNotClaimable, ErrNoTask, ErrStaleEpoch, ErrNotHolder, ErrLeaseNotActive,
 	ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull,
+	ErrRequestReused, ErrNotOwner, ErrQuota,
 }
 
 const codeInvalid errCodeID = 1

@@ -56,4 +56,14 @@ var (
 	ErrInDoubt = errors.New("effect in doubt")
 	// ErrJournalFull reports a task whose journal reached its size bound.
 	ErrJournalFull = errors.New("effect journal full")
+	// ErrRequestReused reports a request id already used for a different
+	// command: replaying the first command's answer would claim this one
+	// was applied.
+	ErrRequestReused = errors.New("request id already used for a different command")
+	// ErrNotOwner reports a command on a session (or a lease held through
+	// one) made by an identity other than the one that opened the session.
+	ErrNotOwner = errors.New("session belongs to another identity")
+	// ErrQuota reports a command that would take an identity past one of
+	// its quotas (sessions, tasks, stored bytes).
+	ErrQuota = errors.New("quota exceeded")
 )

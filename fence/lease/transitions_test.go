@@ -1074,6 +1074,7 @@ func TestErrorCodes(t *testing.T) {
 		ErrStaleEpoch: "stale_epoch", ErrNotHolder: "not_holder", ErrLeaseNotActive: "lease_not_active",
 		ErrCheckpointSeq: "checkpoint_seq", ErrNotWaiting: "not_waiting", ErrIntentsInFlight: "intents_in_flight",
 		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full",
+		ErrRequestReused: "request_id_reused", ErrNotOwner: "not_owner", ErrQuota: "quota_exceeded",
 	}
 	require.Len(t, errCodeNames, len(stable)+1)
 	require.Len(t, errCodeErrs, len(stable)+1)

@@ -39,6 +39,7 @@ func newForwardClient(cfg Config) *fasthttp.Client {
 		Name:                      "fencepost-forward",
 		NoDefaultUserAgentHeader:  true,
 		MaxIdemponentCallAttempts: 1,
+		TLSConfig:                 cfg.ForwardTLS,
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
 		ReadTimeout:               cfg.ForwardTimeout,
 		WriteTimeout:              cfg.ForwardTimeout,
@@ -66,7 +67,7 @@ const maxForwardAttempts = 3
 // It returns an error (to become a problem) only when it could not relay an
 // answer: no leader known, a loop, the leader unreachable, or the forward
 // broken mid-request.
-func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
+func (s *Server) forward(rc *fasthttp.RequestCtx, rid string, who principal) error {
 	if by := rc.Request.Header.Peek(HeaderForwardedBy); len(by) > 0 {
 		s.metrics.forwards.WithLabelValues("loop").Inc()
 		return fmt.Errorf("%w (forwarded by %s)", ErrForwardLoop, by)
@@ -83,13 +84,18 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
 
 	// Copy what the leader needs; rc's buffers are not ours to keep.
 	req.Header.SetMethodBytes(rc.Method())
-	req.SetRequestURI(leaderBase(leader) + string(rc.Request.Header.RequestURI()))
+	req.SetRequestURI(leaderBase(leader, s.cfg.ForwardTLS != nil) + string(rc.Request.Header.RequestURI()))
 	req.URI().DisablePathNormalizing = true
 	if ct := rc.Request.Header.ContentType(); len(ct) > 0 {
 		req.Header.SetContentTypeBytes(ct)
 	}
 	req.Header.Set(api.HeaderRequestID, rid)
 	req.Header.Set(HeaderForwardedBy, s.Addr())
+	if !who.dev {
+		// The leader believes this only because our own certificate is a
+		// member's (PermForward).
+		req.Header.Set(HeaderCaller, who.id.String())
+	}
 	req.SetBody(rc.PostBody())
 
 	start := time.Now()
@@ -138,9 +144,12 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
 
 // leaderBase turns a leader HTTP address into a URL prefix; the store
 // publishes host:port, but accept a full http:// URL too.
-func leaderBase(addr string) string {
+func leaderBase(addr string, useTLS bool) string {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return strings.TrimSuffix(addr, "/")
+	}
+	if useTLS {
+		return "https://" + addr
 	}
 	return "http://" + addr
 }

@@ -18,6 +18,13 @@ import (
 // (model errors, via lease.ErrorCode).
 const CodeUnknownProfile = "unknown_profile"
 
+// CodeUnauthenticated and CodeForbidden are the problem codes of a caller
+// without a usable certificate and of a missing permission.
+const (
+	CodeUnauthenticated = "unauthenticated"
+	CodeForbidden       = "forbidden"
+)
+
 // retryAfterSeconds is the Retry-After of every 503: an election with the
 // shipped timeouts takes well under a second.
 const retryAfterSeconds = 1
@@ -44,6 +51,8 @@ var problemTable = []problemMapping{
 	{ErrForwardLoop, http.StatusServiceUnavailable, api.CodeUnavailable},
 	{ErrForwardFailed, http.StatusServiceUnavailable, api.CodeUnavailable},
 	{ErrForwardBroken, http.StatusBadGateway, api.CodeUnknownOutcome},
+	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
+	{ErrForbidden, http.StatusForbidden, CodeForbidden},
 
 	{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
 	// ErrNotLeader only reaches this table when forwarding was impossible.
@@ -73,6 +82,9 @@ var problemTable = []problemMapping{
 	// A full journal is a state of this task, not of the server's disks,
 	// so 409 rather than 507 (which generic clients read as a server fault).
 	{lease.ErrJournalFull, http.StatusConflict, ""},
+	{lease.ErrNotOwner, http.StatusForbidden, ""},
+	{lease.ErrRequestReused, http.StatusUnprocessableEntity, ""},
+	{lease.ErrQuota, http.StatusTooManyRequests, ""},
 	{lease.ErrInvalid, http.StatusBadRequest, ""},
 
 	{raftstore.ErrTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge},

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// checkKeys walks body (already known to be valid UTF-8) beside the Go type
+// it will decode into and refuses what encoding/json would silently
+// accept: a key given twice in one object (encoding/json keeps the last,
+// so a proxy or log that reads the first sees another request), and a key
+// that matches a field only case-insensitively ("SessionId" for
+// "sessionId"). Keys of maps are free-form and only checked for repeats.
+// Syntax errors are left to the decoder, which words them.
+func checkKeys(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walkValue(dec, t); err != nil && err != errSyntax {
+		return err
+	}
+	return nil
+}
+
+// errSyntax stops the walk on malformed JSON; decodeBody reports it.
+var errSyntax = fmt.Errorf("syntax")
+
+func walkValue(dec *json.Decoder, t reflect.Type) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errSyntax
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	switch d {
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := walkValue(dec, elem); err != nil {
+				return err
+			}
+		}
+	case '{':
+		if err := walkObject(dec, t); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return errSyntax
+	}
+	return nil
+}
+
+func walkObject(dec *json.Decoder, t reflect.Type) error {
+	var fields map[string]reflect.Type
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = jsonFields(t)
+		case reflect.Map:
+			elem = t.Elem()
+		}
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errSyntax
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("%w: key %q given twice in one object", ErrBadRequest, key)
+		}
+		seen[key] = true
+		next := elem
+		if fields != nil {
+			ft, ok := fields[key]
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, key) {
+						return fmt.Errorf("%w: key %q must be spelled %q (field names are case-sensitive)", ErrUnknownField, key, name)
+					}
+				}
+			}
+			next = ft
+		}
+		if err := walkValue(dec, next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fieldCache holds the JSON field names of each struct type decoded.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields maps the JSON names of t's exported fields to their types
+// (embedded structs are not used by the API's request types).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if v, ok := fieldCache.Load(t); ok {
+		return v.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	fieldCache.Store(t, out)
+	return out
+}

@@ -1,0 +1,42 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecodeRefusesAmbiguousKeys: repeated keys and case variants of field
+// names are refused by the strict decoder and by the heartbeat fast path
+// alike; the plain spellings still decode.
+func TestDecodeRefusesAmbiguousKeys(t *testing.T) {
+	bad := []string{
+		`{"sessionId":"a","sessionId":"b","epoch":1}`,
+		`{"SessionId":"a","epoch":1}`,
+		`{"sessionid":"a","epoch":1}`,
+		`{"sessionId":"a","epoch":1,"EPOCH":2}`,
+	}
+	for _, b := range bad {
+		var req api.CheckpointRequest
+		require.Error(t, decodeBody([]byte(b), &req), b)
+	}
+	var out api.OutcomeRequest
+	require.Error(t, decodeBody([]byte(`{"epoch":1,"status":200,"header":{"A":["x"],"A":["y"]}}`), &out))
+	require.NoError(t, decodeBody([]byte(`{"epoch":1,"status":200,"header":{"Status":["x"],"status":["y"]}}`), &out),
+		"map keys are free-form")
+	var req api.CheckpointRequest
+	require.NoError(t, decodeBody([]byte(`{"sessionId":"a","epoch":1,"seq":2}`), &req))
+	require.Equal(t, api.CheckpointRequest{SessionID: "a", Epoch: 1, Seq: 2}, req)
+
+	for _, b := range []string{
+		`{"leases":[{"taskId":"a","taskId":"b","epoch":1}]}`,
+		`{"leases":[],"leases":[{"taskId":"a","epoch":1}]}`,
+		`{"Leases":[{"taskId":"a","epoch":1}]}`,
+		`{"leases":[{"TaskID":"a","epoch":1}]}`,
+		`{"leases":[{"taskId":"a","epoch":1,"epoch":2}]}`,
+	} {
+		var hb api.HeartbeatRequest
+		require.Error(t, decodeHeartbeat([]byte(b), &hb), b)
+	}
+}
