@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -332,14 +333,6 @@ func (s *Sidecar) holdLease(task string, epoch uint64, r reason) {
 	}
 }
 
-// clusterConflicts are model errors that answer 409: the call conflicts
-// with the task's state.
-var clusterConflicts = []error{
-	lease.ErrTaskExists, lease.ErrLeaseHeld, lease.ErrTaskWaiting, lease.ErrTaskFinal,
-	lease.ErrNotClaimable, lease.ErrStaleEpoch, lease.ErrNotHolder, lease.ErrLeaseNotActive,
-	lease.ErrCheckpointSeq, lease.ErrNotWaiting, lease.ErrIntentsInFlight, lease.ErrInDoubt, lease.ErrJournalFull,
-}
-
 // controlError answers a failed control call. When the cluster says the
 // caller's epoch is no longer the holder's, the local lease is dropped at
 // once: the cluster knows better than the local deadline.
@@ -354,18 +347,18 @@ func (s *Sidecar) controlError(ctx *fasthttp.RequestCtx, task string, epoch uint
 		writeProblem(ctx, fasthttp.StatusConflict, CodeNoLease, "no lease held", fmt.Sprintf("the sidecar holds no lease for task %q", task), 0)
 	case errors.Is(err, ErrAmbiguousTask):
 		writeProblem(ctx, fasthttp.StatusConflict, CodeAmbiguousTask, "several leases held", "name the task with taskId", 0)
-	case errors.Is(err, lease.ErrTaskNotFound), errors.Is(err, lease.ErrNoTask):
-		writeProblem(ctx, fasthttp.StatusNotFound, lease.ErrorCode(err), "not found", err.Error(), 0)
-	case errors.Is(err, lease.ErrInvalid):
-		writeProblem(ctx, fasthttp.StatusBadRequest, lease.ErrorCode(err), "invalid request", err.Error(), 0)
 	case errors.Is(err, context.DeadlineExceeded):
 		writeProblem(ctx, fasthttp.StatusGatewayTimeout, CodeClusterError, "cluster call timed out", err.Error(), 0)
 	default:
-		for _, c := range clusterConflicts {
-			if errors.Is(err, c) {
-				writeProblem(ctx, fasthttp.StatusConflict, lease.ErrorCode(err), "conflict", err.Error(), epoch)
-				return
+		// A model error answers with the model table's status and code,
+		// exactly as the cluster API would.
+		if info, ok := lease.LookupError(err); ok {
+			ep := uint64(0)
+			if info.Status == fasthttp.StatusConflict {
+				ep = epoch
 			}
+			writeProblem(ctx, info.Status, info.Code, strings.ToLower(fasthttp.StatusMessage(info.Status)), err.Error(), ep)
+			return
 		}
 		s.log.Warn("control call failed", zap.Error(err))
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeClusterError, "cluster call failed", err.Error(), 0)

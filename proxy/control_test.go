@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -159,4 +160,21 @@ func TestFailedReleaseKeepsLeaseCurrent(t *testing.T) {
 	resp, _ = doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
 	require.Equal(t, 409, resp.StatusCode)
 	require.Len(t, up.requests(), 1)
+}
+
+func TestControlModelErrorsFollowTheModelTable(t *testing.T) {
+	s, err := New(baseConfig(t), newFakeCluster())
+	require.NoError(t, err)
+	for _, e := range lease.Errors() {
+		ctx := newTestCtx("POST", "/v1/checkpoint", "")
+		s.controlError(ctx, "", 0, fmt.Errorf("cluster: %w", e.Err))
+		require.Equal(t, e.Status, ctx.Response.StatusCode(), "%v", e.Err)
+		p := problemOf(t, string(ctx.Response.Body()))
+		require.Equal(t, e.Code, p.Code)
+	}
+	// The disagreement this table ended: not holding a lease is a 409 on
+	// both APIs.
+	ctx := newTestCtx("POST", "/v1/checkpoint", "")
+	s.controlError(ctx, "", 0, lease.ErrNotHolder)
+	require.Equal(t, 409, ctx.Response.StatusCode())
 }

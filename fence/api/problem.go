@@ -31,4 +31,5 @@ const (
 	CodeTimeout        = "timeout"     // outcome unknown; retry with the same request id
 	CodeInternal       = "internal"
 	CodeUnknownOutcome = "unknown_outcome"
+	CodeUnknownProfile = "unknown_profile" // a task profile the cluster does not define
 )

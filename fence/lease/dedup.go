@@ -1,9 +1,6 @@
 package lease
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
 // DedupWindow is how long, in leader-stamped time, a request id is
 // remembered. A client retrying after ErrLeadershipLost does so within
@@ -108,69 +105,3 @@ func (d *dedupLog) len() int { return len(d.recs) }
 func (r *dedupRec) entry() dedupEntry {
 	return dedupEntry{Index: r.index, Code: r.code.String(), TaskID: r.taskID, Epoch: r.epoch, Key: r.key, At: r.at, FP: r.fp}
 }
-
-// errCodeID is the index of an error's stable short name in errCodeNames;
-// 0 is no error.
-type errCodeID uint8
-
-// errCodeNames are the stable short names of the model's errors, the tail
-// of the HTTP problem type. Append only: the index is kept in memory, the
-// name is what snapshots carry.
-var errCodeNames = []string{
-	"", "invalid", "task_not_found", "task_exists", "session_not_found", "lease_held", "task_waiting",
-	"task_final", "not_claimable", "no_task", "stale_epoch", "not_holder", "lease_not_active",
-	"checkpoint_seq", "not_waiting", "intents_in_flight", "in_doubt", "journal_full",
-	"request_id_reused", "not_owner", "quota_exceeded",
-}
-
-// errCodeErrs are the errors named by errCodeNames, at the same index.
-var errCodeErrs = []error{
-	nil, ErrInvalid, ErrTaskNotFound, ErrTaskExists, ErrSessionNotFound, ErrLeaseHeld, ErrTaskWaiting,
-	ErrTaskFinal, ErrNotClaimable, ErrNoTask, ErrStaleEpoch, ErrNotHolder, ErrLeaseNotActive,
-	ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull,
-	ErrRequestReused, ErrNotOwner, ErrQuota,
-}
-
-const codeInvalid errCodeID = 1
-
-func (c errCodeID) String() string {
-	if int(c) < len(errCodeNames) {
-		return errCodeNames[c]
-	}
-	return errCodeNames[codeInvalid]
-}
-
-func (c errCodeID) err() error {
-	if int(c) < len(errCodeErrs) {
-		return errCodeErrs[c]
-	}
-	return ErrInvalid
-}
-
-// codeOf returns the code of err: the first listed error it wraps, or
-// invalid.
-func codeOf(err error) errCodeID {
-	if err == nil {
-		return 0
-	}
-	for i, e := range errCodeErrs[1:] {
-		if errors.Is(err, e) {
-			return errCodeID(i + 1)
-		}
-	}
-	return codeInvalid
-}
-
-// codeNamed returns the code of a short name; an unknown one is invalid.
-func codeNamed(name string) errCodeID {
-	for i, n := range errCodeNames {
-		if n == name {
-			return errCodeID(i)
-		}
-	}
-	return codeInvalid
-}
-
-// ErrorCode returns the stable short name of a model error ("" for nil).
-// The HTTP layer uses it as the tail of a problem type.
-func ErrorCode(err error) string { return codeOf(err).String() }

@@ -1076,13 +1076,40 @@ func TestErrorCodes(t *testing.T) {
 		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full",
 		ErrRequestReused: "request_id_reused", ErrNotOwner: "not_owner", ErrQuota: "quota_exceeded",
 	}
-	require.Len(t, errCodeNames, len(stable)+1)
-	require.Len(t, errCodeErrs, len(stable)+1)
+	require.Len(t, errorTable, len(stable)+1)
+	require.Len(t, Errors(), len(stable))
 	for e, code := range stable {
 		require.Equal(t, code, ErrorCode(fmt.Errorf("wrapped: %w", e)))
 		require.Equal(t, e, codeNamed(code).err())
 		require.Equal(t, code, codeNamed(code).String())
+		info, ok := LookupError(fmt.Errorf("wrapped: %w", e))
+		require.True(t, ok)
+		require.Equal(t, code, info.Code)
 	}
+	// Statuses are part of the API contract too. ErrNotHolder is a
+	// conflict with the lease's state (409), like a stale epoch; 403 is
+	// kept for refusals of the caller's identity.
+	statuses := map[int][]error{
+		400: {ErrInvalid},
+		404: {ErrTaskNotFound, ErrSessionNotFound, ErrNoTask},
+		409: {ErrTaskExists, ErrLeaseHeld, ErrTaskWaiting, ErrTaskFinal, ErrNotClaimable, ErrStaleEpoch,
+			ErrNotHolder, ErrLeaseNotActive, ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull},
+		403: {ErrNotOwner},
+		422: {ErrRequestReused},
+		429: {ErrQuota},
+	}
+	n := 0
+	for status, errs := range statuses {
+		for _, e := range errs {
+			info, ok := LookupError(e)
+			require.True(t, ok)
+			require.Equal(t, status, info.Status, "%v", e)
+			n++
+		}
+	}
+	require.Equal(t, len(stable), n)
+	_, ok := LookupError(errors.New("other"))
+	require.False(t, ok)
 	require.Equal(t, errCodeID(0), codeNamed(""))
 	require.Equal(t, codeInvalid, codeNamed("from-a-newer-version"))
 	require.Equal(t, "", ErrorCode(nil))

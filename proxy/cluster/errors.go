@@ -33,16 +33,6 @@ var (
 	ErrBadResponse = errors.New("cluster: bad response")
 )
 
-// modelSentinels are the lease errors a problem code can stand for. Codes
-// are taken from lease.ErrorCode, so the table cannot drift from the model.
-var modelSentinels = []error{
-	lease.ErrInvalid, lease.ErrTaskNotFound, lease.ErrTaskExists, lease.ErrSessionNotFound,
-	lease.ErrLeaseHeld, lease.ErrTaskWaiting, lease.ErrTaskFinal, lease.ErrNotClaimable,
-	lease.ErrNoTask, lease.ErrStaleEpoch, lease.ErrNotHolder, lease.ErrLeaseNotActive,
-	lease.ErrCheckpointSeq, lease.ErrNotWaiting, lease.ErrIntentsInFlight, lease.ErrInDoubt,
-	lease.ErrJournalFull,
-}
-
 // codeSentinels maps a problem code to the sentinel it matches.
 var codeSentinels = func() map[string]error {
 	m := map[string]error{
@@ -51,11 +41,13 @@ var codeSentinels = func() map[string]error {
 		api.CodeUnknownOutcome: ErrTimeout,
 		api.CodeBadRequest:     ErrBadRequest,
 		api.CodeUnknownField:   ErrBadRequest,
-		"unknown_profile":      ErrBadRequest,
+		api.CodeUnknownProfile: ErrBadRequest,
 		api.CodeTooLarge:       ErrTooLarge,
 	}
-	for _, e := range modelSentinels {
-		m[lease.ErrorCode(e)] = e
+	// The model's errors come from its own table, so a code the cluster
+	// answers always turns back into the sentinel it stands for.
+	for _, e := range lease.Errors() {
+		m[e.Code] = e.Err
 	}
 	return m
 }()

@@ -15,8 +15,8 @@ import (
 
 // CodeUnknownProfile is the problem code of a task profile the cluster does
 // not define. The other codes come from api (transport) and lease
-// (model errors, via lease.ErrorCode).
-const CodeUnknownProfile = "unknown_profile"
+// (model errors, via lease.Errors).
+const CodeUnknownProfile = api.CodeUnknownProfile
 
 // CodeUnauthenticated and CodeForbidden are the problem codes of a caller
 // without a usable certificate and of a missing permission.
@@ -29,8 +29,7 @@ const (
 // shipped timeouts takes well under a second.
 const retryAfterSeconds = 1
 
-// problemMapping is one row of the error table. An empty code means "the
-// model's own code", lease.ErrorCode(err).
+// problemMapping is one row of the error table.
 type problemMapping struct {
 	err    error
 	status int
@@ -39,61 +38,42 @@ type problemMapping struct {
 
 // problemTable is the one place errors become statuses. Rows are tried in
 // order with errors.Is, so the more specific errors come first: transport
-// and availability errors, then model errors, then the store's generic
-// argument errors (which a store may wrap around a model error), then
-// context errors.
-var problemTable = []problemMapping{
-	{ErrUnknownField, http.StatusBadRequest, api.CodeUnknownField},
-	{ErrBadRequest, http.StatusBadRequest, api.CodeBadRequest},
-	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge},
-	{ErrNoRoute, http.StatusNotFound, api.CodeNotFound},
-	{ErrMethod, http.StatusMethodNotAllowed, api.CodeMethod},
-	{ErrForwardLoop, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{ErrForwardFailed, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{ErrForwardBroken, http.StatusBadGateway, api.CodeUnknownOutcome},
-	{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
-	{ErrForbidden, http.StatusForbidden, CodeForbidden},
+// and availability errors, then the model's errors (their codes and
+// statuses come from the model's own table, lease.Errors), then the
+// store's generic argument errors (which a store may wrap around a model
+// error), then context errors.
+var problemTable = func() []problemMapping {
+	t := []problemMapping{
+		{ErrUnknownField, http.StatusBadRequest, api.CodeUnknownField},
+		{ErrBadRequest, http.StatusBadRequest, api.CodeBadRequest},
+		{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge},
+		{ErrNoRoute, http.StatusNotFound, api.CodeNotFound},
+		{ErrMethod, http.StatusMethodNotAllowed, api.CodeMethod},
+		{ErrForwardLoop, http.StatusServiceUnavailable, api.CodeUnavailable},
+		{ErrForwardFailed, http.StatusServiceUnavailable, api.CodeUnavailable},
+		{ErrForwardBroken, http.StatusBadGateway, api.CodeUnknownOutcome},
+		{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
+		{ErrForbidden, http.StatusForbidden, CodeForbidden},
 
-	{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
-	// ErrNotLeader only reaches this table when forwarding was impossible.
-	{raftstore.ErrNotLeader, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{raftstore.ErrNoLeader, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{raftstore.ErrShutdown, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{raftstore.ErrNotReady, http.StatusServiceUnavailable, api.CodeUnavailable},
+		{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
+		// ErrNotLeader only reaches this table when forwarding was impossible.
+		{raftstore.ErrNotLeader, http.StatusServiceUnavailable, api.CodeUnavailable},
+		{raftstore.ErrNoLeader, http.StatusServiceUnavailable, api.CodeUnavailable},
+		{raftstore.ErrShutdown, http.StatusServiceUnavailable, api.CodeUnavailable},
+		{raftstore.ErrNotReady, http.StatusServiceUnavailable, api.CodeUnavailable},
+	}
+	for _, e := range lease.Errors() {
+		t = append(t, problemMapping{e.Err, e.Status, e.Code})
+	}
+	return append(t,
+		problemMapping{raftstore.ErrTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge},
+		problemMapping{raftstore.ErrUnknownProfile, http.StatusBadRequest, CodeUnknownProfile},
+		problemMapping{raftstore.ErrInvalidArgument, http.StatusBadRequest, api.CodeBadRequest},
 
-	{lease.ErrTaskNotFound, http.StatusNotFound, ""},
-	{lease.ErrSessionNotFound, http.StatusNotFound, ""},
-	// A claim that finds nothing is a 404 with a body, not a 204: the
-	// client then handles one shape (a problem) for every "no", and scripts
-	// can branch on the code.
-	{lease.ErrNoTask, http.StatusNotFound, ""},
-	{lease.ErrNotHolder, http.StatusForbidden, ""},
-	{lease.ErrTaskExists, http.StatusConflict, ""},
-	{lease.ErrLeaseHeld, http.StatusConflict, ""},
-	{lease.ErrTaskWaiting, http.StatusConflict, ""},
-	{lease.ErrTaskFinal, http.StatusConflict, ""},
-	{lease.ErrNotClaimable, http.StatusConflict, ""},
-	{lease.ErrStaleEpoch, http.StatusConflict, ""},
-	{lease.ErrLeaseNotActive, http.StatusConflict, ""},
-	{lease.ErrCheckpointSeq, http.StatusConflict, ""},
-	{lease.ErrNotWaiting, http.StatusConflict, ""},
-	{lease.ErrIntentsInFlight, http.StatusConflict, ""},
-	{lease.ErrInDoubt, http.StatusConflict, ""},
-	// A full journal is a state of this task, not of the server's disks,
-	// so 409 rather than 507 (which generic clients read as a server fault).
-	{lease.ErrJournalFull, http.StatusConflict, ""},
-	{lease.ErrNotOwner, http.StatusForbidden, ""},
-	{lease.ErrRequestReused, http.StatusUnprocessableEntity, ""},
-	{lease.ErrQuota, http.StatusTooManyRequests, ""},
-	{lease.ErrInvalid, http.StatusBadRequest, ""},
-
-	{raftstore.ErrTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge},
-	{raftstore.ErrUnknownProfile, http.StatusBadRequest, CodeUnknownProfile},
-	{raftstore.ErrInvalidArgument, http.StatusBadRequest, api.CodeBadRequest},
-
-	{context.DeadlineExceeded, http.StatusGatewayTimeout, api.CodeTimeout},
-	{context.Canceled, http.StatusServiceUnavailable, api.CodeUnavailable},
-}
+		problemMapping{context.DeadlineExceeded, http.StatusGatewayTimeout, api.CodeTimeout},
+		problemMapping{context.Canceled, http.StatusServiceUnavailable, api.CodeUnavailable},
+	)
+}()
 
 // epochCarrier is implemented by store errors that know the task's current
 // epoch; the problem then carries it so a stale holder learns how far behind
@@ -110,9 +90,6 @@ func problemFor(err error, instance string) api.Problem {
 		if errors.Is(err, m.err) {
 			p.Status = m.status
 			p.Code = m.code
-			if p.Code == "" {
-				p.Code = lease.ErrorCode(m.err)
-			}
 			p.Detail = err.Error()
 			break
 		}

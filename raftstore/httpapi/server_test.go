@@ -172,10 +172,22 @@ func TestStoreErrorsMapOnce(t *testing.T) {
 		{raftstore.ErrInvalidArgument, 400, api.CodeBadRequest, false},
 		{fmt.Errorf("wrapped: %w", lease.ErrLeaseHeld), 409, "lease_held", false},
 		{fmt.Errorf("%w: bad", raftstore.ErrInvalidArgument), 400, api.CodeBadRequest, false},
-		{lease.ErrNotHolder, 403, "not_holder", false},
+		// Not holding a lease is a conflict with its state, as on the
+		// sidecar's control API, not a refusal of the caller's identity.
+		{lease.ErrNotHolder, 409, "not_holder", false},
 		{lease.ErrJournalFull, 409, "journal_full", false},
 		{lease.ErrInvalid, 400, "invalid", false},
 		{errors.New("disk on fire"), 500, api.CodeInternal, false},
+	}
+	// Every model error answers with the status and code of the model's
+	// own table: nothing here can drift from it.
+	for _, e := range lease.Errors() {
+		cases = append(cases, struct {
+			err        error
+			status     int
+			code       string
+			retryAfter bool
+		}{fmt.Errorf("store: %w", e.Err), e.Status, e.Code, false})
 	}
 	for _, c := range cases {
 		t.Run(c.code+"/"+c.err.Error(), func(t *testing.T) {
