@@ -162,10 +162,17 @@ const exampleFenced = `# fencepost fenced: the reference downstream service that
 ` + header + `
 addr: 127.0.0.1:7490
 # Cluster endpoint to fetch token-signing public keys from, e.g.
-# http://127.0.0.1:7400. Empty: signatures are not checked.
+# http://127.0.0.1:7400. Empty: signatures are not checked. With keys every
+# token must be signed; an unknown key id fetches the keys again (at most
+# every 5s).
 keys_from: ""
-# Reject tokens without a valid signature. Needs keys_from.
+# Reject tokens without a valid signature (the default with keys_from).
 require_signature: false
+# Accept unsigned tokens although keys_from is set. Unsafe: an unsigned
+# epoch 2^64-1 locks a task's real owner out for good.
+allow_unsigned: false
+# Serve GET /v1/log (every accepted write) for demos and tests.
+serve_log: false
 
 log:
   level: info                  # debug, info, warn or error

@@ -26,12 +26,12 @@ an append-only log of accepted writes with their epochs.
 Routes:
   POST /v1/tasks/{task}/writes   fenced write (any body)
   GET  /v1/tasks/{task}          max epoch and entries of a task
-  GET  /v1/log                   every accepted write
+  GET  /v1/log                   every accepted write (only with serve_log)
   GET  /healthz, /metrics
 
 Examples:
   fencepost fenced --addr 127.0.0.1:7490
-  fencepost fenced --keys-from http://127.0.0.1:7400 --require-signature
+  fencepost fenced --keys-from http://127.0.0.1:7400   # signatures required
 `
 
 func init() {
@@ -68,13 +68,20 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // startFenced builds and starts the reference service, fetching the
 // cluster's public keys first when keys_from is set.
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
-	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg}
+	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog}
+	var keys *fence.RefreshingKeys
 	if cfg.KeysFrom != "" {
-		keys, err := fetchKeys(ctx, cfg.KeysFrom)
+		initial, err := fetchKeys(ctx, cfg.KeysFrom)
 		if err != nil {
 			return nil, fmt.Errorf("%w: keys_from: %w", config.ErrRuntime, err)
 		}
-		rc.VerifyKeys, rc.AllowUnsigned = keys, !cfg.RequireSignature
+		url := keysURL(cfg.KeysFrom)
+		keys = fence.NewRefreshingKeys(initial, func(ctx context.Context) (fence.StaticKeys, error) {
+			return fence.FetchKeys(ctx, nil, url)
+		}, fence.DefaultKeyRefetchInterval, nil)
+		// Keys configured means signatures required, unless explicitly
+		// waived: an unsigned forged epoch would lock owners out.
+		rc.VerifyKeys, rc.AllowUnsigned = keys, cfg.AllowUnsigned
 	}
 	srv, err := refsvc.New(rc)
 	if err != nil {
@@ -83,18 +90,28 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("%w: %w", config.ErrRuntime, err)
 	}
-	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()), zap.Bool("signatures", rc.VerifyKeys != nil))
+	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()),
+		zap.Bool("signatures", rc.VerifyKeys != nil), zap.Bool("unsigned_accepted", rc.VerifyKeys == nil || rc.AllowUnsigned),
+		zap.Bool("log_served", rc.ServeLog))
+	if rc.VerifyKeys == nil {
+		log.Warn("no keys_from: unsigned tokens are accepted, so anyone who can reach this port can lock a task's owner out with a forged epoch")
+	}
 	return srv, nil
+}
+
+// keysURL is the key document's URL on a cluster endpoint.
+func keysURL(endpoint string) string {
+	url := endpoint
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	return strings.TrimRight(url, "/") + api.PathKeys
 }
 
 // fetchKeys fetches the cluster's signing keys, retrying for a while: in
 // `fencepost dev` and compose the cluster may still be electing a leader.
 func fetchKeys(ctx context.Context, endpoint string) (fence.StaticKeys, error) {
-	url := endpoint
-	if !strings.Contains(url, "://") {
-		url = "http://" + url
-	}
-	url = strings.TrimRight(url, "/") + api.PathKeys
+	url := keysURL(endpoint)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
