@@ -139,6 +139,12 @@ connect:
   # is current. Fenced hosts do not belong here. E.g. [pypi.org:443]
   allow: []
 
+# host:port targets whose requests carry the token's signature
+# (X-Fencing-Signature). Empty: every target, so any API the worker calls
+# could replay the signed token against a fenced service during the epoch.
+# List your fenced services, e.g. [orders.internal:80]
+signature_hosts: []
+
 limits:
   max_request_body: 10MiB
   max_response_body: 64MiB

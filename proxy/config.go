@@ -104,6 +104,9 @@ type Config struct {
 	TLSOriginate []TLSOrigin
 	// ConnectAllow lists the host:port targets CONNECT may tunnel to.
 	ConnectAllow []string
+	// SignatureHosts lists the host:port targets that receive
+	// X-Fencing-Signature; nil means every target (signhosts.go).
+	SignatureHosts []string
 	// Journal marks writes whose effects are journaled in the cluster
 	// (DESIGN.md 5); the Cluster must then implement Journal.
 	Journal []JournalRule

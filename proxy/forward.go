@@ -348,6 +348,7 @@ func (s *Sidecar) buildRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, 
 	}
 	d.lease = l
 	stamp(&req.Header, l, s.cfg.WorkerID)
+	s.limitSignature(&req.Header, d.tgt.hostPort)
 	if d.write {
 		key, ok, err := s.idempotencyKey(&d.scan, l)
 		if err != nil {

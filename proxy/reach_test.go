@@ -92,3 +92,25 @@ func TestControlRefusesCrossSite(t *testing.T) {
 	require.Equal(t, http.StatusOK, send("", "http://"+s.ControlAddr(), "application/json; charset=utf-8"))
 	require.Empty(t, s.leases.views(time.Now()), "given back by the legitimate request")
 }
+
+// TestSignatureOnlyToListedHosts: with SignatureHosts set, a third-party
+// API gets the epoch but not the signature that a fenced service believes.
+func TestSignatureOnlyToListedHosts(t *testing.T) {
+	fc := newFakeCluster()
+	fc.signature = "ed25519=k1:c2ln"
+	fenced := startUpstream(t, nil)
+	thirdParty := startUpstream(t, nil)
+	cfg := baseConfig(t)
+	cfg.SignatureHosts = []string{fenced.addr()}
+	s := startSidecar(t, fc, cfg)
+	g := mustAcquire(t, s, "job")
+	require.Equal(t, fc.signature, g.TokenSignature)
+	c := proxyClient(t, s, "job")
+	for _, up := range []*upstreamServer{fenced, thirdParty} {
+		resp, body := doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	}
+	require.Equal(t, []string{g.TokenSignature}, fenced.requests()[0].values("X-Fencing-Signature"))
+	require.Empty(t, thirdParty.requests()[0].values("X-Fencing-Signature"))
+	require.NotEmpty(t, thirdParty.requests()[0].values("X-Fencing-Token"))
+}
