@@ -13,6 +13,7 @@ import (
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/fencepost/fencepost/raftstore/httpapi"
+	"github.com/fencepost/fencepost/raftstore/httpapi/httpapitest"
 	"github.com/fencepost/fencepost/raftstore/node"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
@@ -55,12 +56,12 @@ func startTLSCluster(t *testing.T, n int, quota lease.Quota) *tlsCluster {
 		t.Cleanup(func() { _ = nd.Close() })
 		c.nodes = append(c.nodes, nd)
 		if i == 0 {
-			waitUntil(t, "the first member leads", func() bool { return nd.Store.IsLeader() && nd.Store.Ready() == nil })
+			httpapitest.WaitFor(t, "the first member leads", func() bool { return nd.Store.IsLeader() && nd.Store.Ready() == nil })
 			continue
 		}
 		require.NoError(t, c.nodes[0].Store.Join(t.Context(), api.JoinRequest{ID: id, RaftAddr: nd.Store.RaftAddr(), HTTPAddr: nd.HTTP.Addr()}))
 	}
-	waitUntil(t, "every member knows the leader", func() bool {
+	httpapitest.WaitFor(t, "every member knows the leader", func() bool {
 		for _, nd := range c.nodes {
 			if nd.Store.LeaderHTTP() == "" || nd.Store.Ready() != nil || len(nd.Store.Status().Members) != n {
 				return false
@@ -69,17 +70,6 @@ func startTLSCluster(t *testing.T, n int, quota lease.Quota) *tlsCluster {
 		return true
 	})
 	return c
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // as is a client presenting one identity's certificate.
