@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,14 +132,29 @@ func (d *denied) Error() string {
 
 func (d *denied) Unwrap() error { return ErrForbidden }
 
-// authorize checks p against the permission ep requires, counting and
-// auditing a denial.
+// authorize checks p against the permission ep requires.
 func (s *Server) authorize(p principal, ep endpoint) error {
 	if p.has(ep.perm) {
 		return nil
 	}
-	s.metrics.denied.WithLabelValues(string(ep.perm), string(p.id.Role)).Inc()
 	return &denied{perm: ep.perm, who: p.id}
+}
+
+// permSessionOwner labels, in the denial metric and the audit log, the
+// model's refusal of a command through another identity's session.
+const permSessionOwner = "session.owner"
+
+// deniedPermission reports whether err refuses the caller's identity, and
+// what it lacked: a route's permission, or ownership of the session.
+func deniedPermission(err error) (string, bool) {
+	var d *denied
+	switch {
+	case errors.As(err, &d):
+		return string(d.perm), true
+	case errors.Is(err, lease.ErrNotOwner):
+		return permSessionOwner, true
+	}
+	return "", false
 }
 
 // audited lists the permissions whose use the audit log records: every
@@ -147,10 +163,13 @@ var audited = map[Permission]bool{PermOperate: true, PermMembership: true, PermR
 
 // audit writes one line of the audit log: who did what to which resource,
 // when (the log's timestamp) and with what result.
+// It also counts denials: this is the one place a refusal of the caller's
+// identity is seen, whichever layer made it.
 func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, route, rid string, err error) {
-	var d *denied
-	isDenied := errors.As(err, &d)
-	if !audited[perm] && !isDenied {
+	missing, isDenied := deniedPermission(err)
+	if isDenied {
+		s.metrics.denied.WithLabelValues(missing, string(p.id.Role)).Inc()
+	} else if !audited[perm] {
 		return
 	}
 	s.auditLog.Info("audit",
@@ -162,6 +181,7 @@ func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, ro
 		zap.String("rid", rid),
 		zap.Int("status", rc.Response.StatusCode()),
 		zap.Bool("denied", isDenied),
+		zap.String("missing", missing),
 		zap.String("remote", rc.RemoteAddr().String()))
 }
 

@@ -264,10 +264,17 @@ func TestAuthzRoles(t *testing.T) {
 	require.Equal(t, int64(http.StatusOK), entries[0].ContextMap()["status"])
 	denied := c.audit.FilterField(zap.Bool("denied", true)).FilterField(zap.String("who", sidecarA.String())).Len()
 	require.Equal(t, 4, denied, "every denial is audited")
+	var sess api.Session
+	sc.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}).decode(t, &sess)
+	other := c.as(t, 0, sidecarB)
+	other.forbidden(other.do("DELETE", sessURL(api.PathSession, sess.SessionID), nil), lease.ErrorCode(lease.ErrNotOwner), "another identity")
+	require.Equal(t, 1, c.audit.FilterField(zap.String("missing", "session.owner")).FilterField(zap.String("who", sidecarB.String())).Len(),
+		"a refusal by session ownership is audited too")
 
 	r := rd.do("GET", api.PathMetrics, nil)
 	require.Contains(t, string(r.body), `fencepost_http_denied_total{permission="operate",role="sidecar"} 3`)
 	require.Contains(t, string(r.body), `fencepost_http_denied_total{permission="read.bodies",role="reader"} 2`)
+	require.Contains(t, string(r.body), `fencepost_http_denied_total{permission="session.owner",role="sidecar"} 1`)
 }
 
 // TestAuthzQuotas: a sidecar's sessions, tasks and payload bytes are

@@ -78,7 +78,7 @@ func (s *Server) listTasks(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	bodies, err := s.wantBodies(c)
+	bodies, err := wantBodies(c)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -105,7 +105,7 @@ func (s *Server) getTask(c *call) (int, any, error) {
 	if err := requireIDs("task id", c.p.id); err != nil {
 		return 0, nil, err
 	}
-	bodies, err := s.wantBodies(c)
+	bodies, err := wantBodies(c)
 	if err != nil {
 		return 0, nil, err
 	}

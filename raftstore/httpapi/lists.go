@@ -15,7 +15,7 @@ import (
 const DefaultMaxListBytes = 4 << 20
 
 // wantBodies reads ?bodies= and, when true, requires PermReadBodies.
-func (s *Server) wantBodies(c *call) (bool, error) {
+func wantBodies(c *call) (bool, error) {
 	v := c.query[api.QueryBodies]
 	if v == "" {
 		return false, nil
@@ -25,7 +25,6 @@ func (s *Server) wantBodies(c *call) (bool, error) {
 		return false, fmt.Errorf("%w: %s must be true or false", ErrBadRequest, api.QueryBodies)
 	}
 	if b && !c.who.has(PermReadBodies) {
-		s.metrics.denied.WithLabelValues(string(PermReadBodies), string(c.who.id.Role)).Inc()
 		return false, &denied{perm: PermReadBodies, who: c.who.id}
 	}
 	return b, nil
