@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -203,6 +204,26 @@ func checkReadable(p *problems, key, path string) {
 		return
 	}
 	_ = f.Close()
+}
+
+// checkPEMFile checks an optional certificate bundle: a file that does not
+// exist or holds no PEM certificate is a mistake in the configuration, found
+// by plain validation (exit 2) so it never waits for the process to start.
+// A file that exists but cannot be read (permissions) depends on the user
+// the process runs as: CheckRuntime reports that one.
+func checkPEMFile(p *problems, key, path string) {
+	if path == "" {
+		return
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		p.invalid(key, "no such file: %s", path)
+	case err != nil:
+		// Left to CheckRuntime.
+	case !x509.NewCertPool().AppendCertsFromPEM(data):
+		p.invalid(key, "%s holds no PEM certificate", path)
+	}
 }
 
 // quoteList renders names for messages.

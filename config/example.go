@@ -53,6 +53,9 @@ join: []
 # Serve Go's profiler under /debug/pprof/ on http_addr
 # (go tool pprof http://127.0.0.1:7400/debug/pprof/profile).
 pprof: false
+# Reader identities (certificate CommonName) that may also read task
+# payloads and checkpoint data (?bodies=true). Operators always may.
+body_readers: []
 
 raft:
   heartbeat_timeout: 100ms     # must be <= election_timeout
@@ -78,8 +81,18 @@ leases:
   max_task_id_bytes: 256
 
 signing:
-  # Ed25519 private key file that signs fencing tokens.
-  # Empty: a key is generated at bootstrap and replicated to every node.
+  # Ed25519 private key file that signs fencing tokens ('fencepost tls
+  # signing-key create'). Give the same file to every member (a Kubernetes
+  # Secret); it never enters the raft log. Empty: tokens are not signed.
+  key_file: ""
+
+tls:
+  # This member's identity ('fencepost tls ca create', 'fencepost tls cert
+  # create --member --name <node_id>'): mutual TLS between members on the
+  # raft port, TLS on the API. Empty: plaintext, allowed only while every
+  # address above is on loopback (development), and logged at start.
+  ca_file: ""
+  cert_file: ""
   key_file: ""
 
 log:

@@ -77,14 +77,7 @@ func Load(role Role, src Source) (Config, error) {
 	if src.Flags != nil {
 		src.Flags.apply(role, cfg, &p)
 	}
-	if err := p.err(); err != nil {
-		return nil, err
-	}
-	cfg.fill()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return finish(cfg, &p)
 }
 
 // Parse loads role from YAML bytes alone (no environment, no flags) and
@@ -96,14 +89,55 @@ func Parse(role Role, data []byte, name string) (Config, error) {
 	}
 	var p problems
 	decodeFile(data, name, cfg, &p)
+	return finish(cfg, &p)
+}
+
+// finish validates cfg after decoding and returns it, or every problem in
+// one pass: the decoding problems (syntax, types, unknown keys) followed by
+// the broken rules, so a user fixes a file in one round instead of
+// discovering rule errors only after the type errors are gone. A rule error
+// on a key whose value could not be decoded is left out (the key still holds
+// its default, so the rule would judge a value nobody wrote), and nothing is
+// validated when the file as a whole could not be read or parsed.
+func finish(cfg Config, p *problems) (Config, error) {
+	failed := map[string]bool{}
+	for _, e := range p.errs {
+		fe, ok := e.(*FieldError)
+		if !ok || fe.Key == "" && !errors.Is(fe, ErrUnknownKey) {
+			return nil, p.err() // a whole file or the role is wrong
+		}
+		if fe.Key != "" && !errors.Is(fe, ErrUnknownKey) {
+			failed[fe.Key] = true
+		}
+	}
+	cfg.fill()
+	for _, e := range Errors(cfg.Validate()) {
+		if fe, ok := e.(*FieldError); ok && coveredBy(fe.Key, failed) {
+			continue
+		}
+		p.add(e)
+	}
 	if err := p.err(); err != nil {
 		return nil, err
 	}
-	cfg.fill()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	return cfg, nil
+}
+
+// coveredBy reports whether key, or a key it is part of, already has a
+// decoding problem: "writes.rules[0].write" is covered by itself and by
+// "writes.rules[0]" and "writes.rules".
+func coveredBy(key string, failed map[string]bool) bool {
+	for k := key; k != ""; {
+		if failed[k] {
+			return true
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
+	return false
 }
 
 // LoadServer is Load for the server role.

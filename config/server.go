@@ -36,8 +36,16 @@ type Server struct {
 	Leases Leases `yaml:"leases"`
 	// Pprof serves Go's profiler on the API port under /debug/pprof/.
 	Pprof bool `yaml:"pprof" doc:"serve Go's profiler under /debug/pprof/ on http_addr"`
+	// BodyReaders names reader identities (certificate CommonName) that
+	// may also read task bodies: payloads, checkpoint data, signals,
+	// results (GET ...?bodies=true). Operators always may.
+	BodyReaders []string `yaml:"body_readers" doc:"reader identities (certificate CN) allowed to read task payloads and checkpoint data"`
 	// Signing configures the token signing key.
 	Signing Signing `yaml:"signing"`
+	// TLS is this member's identity: mutual TLS on the raft port, TLS on
+	// the API. Empty means plaintext, allowed only while http_addr,
+	// raft_addr and their advertised forms are on loopback.
+	TLS CertFiles `yaml:"tls"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 }
@@ -216,6 +224,11 @@ func (s *Server) Validate() error {
 	if s.Bootstrap != nil && *s.Bootstrap && len(s.Join) > 0 {
 		p.invalid("bootstrap", "must be false when join is set: a node either starts a new cluster or joins one")
 	}
+	s.TLS.validate(&p, "tls")
+	if !s.TLS.Enabled() {
+		requireLoopbackWithoutTLS(&p, "tls.cert_file", [2]string{"http_addr", s.HTTPAddr}, [2]string{"raft_addr", s.RaftAddr},
+			[2]string{"http_advertise", s.HTTPAdvertise}, [2]string{"raft_advertise", s.RaftAdvertise})
+	}
 	s.Raft.validate(&p)
 	s.Leases.validate(&p, s.Raft.ElectionTimeout)
 	s.Log.validate(&p)
@@ -323,5 +336,6 @@ func (s *Server) CheckRuntime() error {
 	checkPortFree(&p, "http_addr", s.HTTPAddr)
 	checkPortFree(&p, "raft_addr", s.RaftAddr)
 	checkReadable(&p, "signing.key_file", s.Signing.KeyFile)
+	s.TLS.checkRuntime(&p, "tls")
 	return p.err()
 }

@@ -294,6 +294,7 @@ func (t TLS) validate(p *problems) {
 			p.invalid(key+".host", "%q is listed twice", o.Host)
 		}
 		seen[o.Host] = true
+		checkPEMFile(p, key+".ca_file", o.CAFile)
 	}
 }
 

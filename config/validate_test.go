@@ -53,6 +53,8 @@ log: {level: loud, format: xml}
 		`config: join[1]: must not carry a path, query or user info (got "http://x/path")`,
 		`config: join[2]: must name a reachable host and a non-zero port (got "0.0.0.0:7400")`,
 		`config: bootstrap: must be false when join is set: a node either starts a new cluster or joins one`,
+		`config: tls.cert_file: must be set when raft_addr is not loopback (got "0.0.0.0:7401"): plaintext is for loopback development only`,
+		`config: tls.cert_file: must be set when raft_advertise is not loopback (got "0.0.0.0:7401"): plaintext is for loopback development only`,
 		`config: raft.heartbeat_timeout: must be <= raft.election_timeout (300ms, got 400ms)`,
 		`config: raft.leader_lease_timeout: must be <= raft.heartbeat_timeout (400ms, got 500ms)`,
 		`config: raft.snapshot_threshold: must be > 0`,
@@ -170,7 +172,7 @@ func TestCheckRuntime(t *testing.T) {
 	s := DefaultServer()
 	s.HTTPAddr = l.Addr().String()
 	s.RaftAddr = "127.0.0.1:0"
-	s.RaftAdvertise = "10.0.0.1:7401"
+	s.RaftAdvertise = "127.0.0.2:7401"
 	s.DataDir = filepath.Join(file, "sub")
 	s.Signing.KeyFile = filepath.Join(dir, "missing.key")
 	s.fill()

@@ -45,7 +45,7 @@ func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
 		s.refuse(ctx, blockedReply(why, l, task, true))
 		return
 	}
-	up, err := net.DialTimeout("tcp", hp, s.cfg.DialTimeout)
+	up, err := net.DialTimeout("tcp", dialTarget(hp), s.cfg.DialTimeout)
 	if err != nil {
 		s.metrics.forwarded.Inc()
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)

@@ -91,7 +91,7 @@ func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
 		if g != nil && (g.isCut() || checkWrites && !g.open(u.cfg.Clock.Now())) {
 			return nil, errLeaseCut
 		}
-		c, err := net.DialTimeout("tcp", addr, u.cfg.DialTimeout)
+		c, err := net.DialTimeout("tcp", dialTarget(addr), u.cfg.DialTimeout)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -55,8 +56,12 @@ func testConfig(t testing.TB, id string) Config {
 		MinTTL:         100 * time.Millisecond,
 		ApplyTimeout:   3 * time.Second,
 		Logger:         testLogger(t),
+		SigningKey:     testSigningKey,
 	}
 }
+
+// testSigningKey is every test node's signing key (members share one).
+var testSigningKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 
 func testLogger(t testing.TB) *zap.Logger {
 	return zaptest.NewLogger(t, zaptest.Level(testLogLevel()))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -86,8 +87,17 @@ type Config struct {
 	// RaftAddr is the raft TCP bind address ("127.0.0.1:0" picks a port).
 	RaftAddr string
 	// RaftAdvertise is the raft address other nodes dial; empty means the
-	// bound address (which must then not be a wildcard).
+	// bound address (which must then not be a wildcard). It may be a DNS
+	// name (a StatefulSet's stable name): peers resolve it at every dial.
 	RaftAdvertise string
+	// TLS, when set, makes raft speak TLS 1.3 with mutual authentication:
+	// both sides present member certificates from the cluster CA, and each
+	// RPC's sender must be the member its certificate names. Nil is
+	// plaintext, for loopback development only (Open logs a warning).
+	TLS *pki.Source
+	// Dial dials raft peers; nil is a net.Dialer (which resolves names at
+	// every dial). Tests inject a resolver here.
+	Dial DialFunc
 	// HTTPAddr is this node's API address as others should use it when they
 	// forward to it; it is replicated so followers can name the leader's.
 	HTTPAddr string
@@ -144,9 +154,9 @@ type Config struct {
 	// long outage does not starve client proposals.
 	ProposalsPerTick int
 
-	// SigningKey, when set, signs fencing tokens; its public key is
-	// replicated and served by Keys. When nil the first leader generates a
-	// key and replicates it through raft.
+	// SigningKey, when set, signs fencing tokens; its public key (and id)
+	// is replicated and served by Keys, the private key never leaves this
+	// process. Every member needs the same key. Nil signs nothing.
 	SigningKey ed25519.PrivateKey
 
 	// Registerer receives the store's Prometheus metrics; nil registers

@@ -41,8 +41,10 @@ type nodeMeta struct {
 	Remove   bool   `json:"remove,omitempty"`
 }
 
-// signingKey is a replicated token signing key. Priv is empty for a key the
-// operator configured (its private half stays in that node's config).
+// signingKey is a replicated token signing key: its id and public half
+// only. Priv is read only to drop it: versions before TLS generated a key
+// and replicated it whole; such an entry still decodes, and its private
+// half is discarded on apply (and so never reaches memory or a snapshot).
 type signingKey struct {
 	ID   string             `json:"id"`
 	Pub  ed25519.PublicKey  `json:"pub"`
@@ -143,6 +145,7 @@ func applyNode(f *fsm, index uint64, body []byte) any {
 func applyKey(f *fsm, index uint64, body []byte) any {
 	var k signingKey
 	mustDecode(index, body, &k)
+	k.Priv = nil
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, have := range f.keys {

@@ -82,7 +82,7 @@ func newMetrics(s *Store) *metrics {
 	m.collectors = []prometheus.Collector{
 		m.heartbeats, m.heartbeatLatency, m.renewals, m.suspected, m.expired, m.reclaimed, m.revived,
 		m.resumed, m.inDoubt, m.sessionsClosed, m.pausedSeconds, m.alarms, m.proposalLatency,
-		m.applyErrors, m.verifyRounds,
+		m.applyErrors, m.verifyRounds, s.layer.refused,
 		gauge("leader", "1 when this node is the raft leader.", func() float64 {
 			if s.raft.State() == raft.Leader {
 				return 1

@@ -35,11 +35,15 @@ type Store struct {
 	// net is the TCP transport under trans; Close must release its pooled
 	// connections (raft's Shutdown closes only the listener), or the
 	// peers' connection handlers would wait on them forever.
-	net    *raft.NetworkTransport
-	hclog  hclog.Logger
-	lessor *lessor
-	verify *verifier
-	m      *metrics
+	net   *raft.NetworkTransport
+	layer *streamLayer
+	// raftRef is raft for the transport's dialer, which may run before
+	// Open has set s.raft.
+	raftRef atomic.Pointer[raft.Raft]
+	hclog   hclog.Logger
+	lessor  *lessor
+	verify  *verifier
+	m       *metrics
 
 	// leadMu guards leadReady and leading: whether this node, as leader,
 	// has taken office (its own entry committed, leases extended).
@@ -115,16 +119,22 @@ func (s *Store) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("raftstore: open snapshot store: %w", err)
 	}
-	var adv net.Addr
-	if cfg.RaftAdvertise != "" {
-		if adv, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			return fmt.Errorf("%w: RaftAdvertise %q: %v", ErrConfig, cfg.RaftAdvertise, err)
-		}
-	}
-	nt, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 3, 10*time.Second, s.hclog.Named("transport"))
+	layer, err := newStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, s.memberAt, cfg.Dial, s.log.Named("transport"))
 	if err != nil {
 		return fmt.Errorf("raftstore: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
+	if h, _, err := net.SplitHostPort(layer.Addr().String()); err != nil || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified() {
+		_ = layer.Close()
+		return fmt.Errorf("%w: RaftAdvertise must be set when RaftAddr %q is a wildcard", ErrConfig, cfg.RaftAddr)
+	}
+	s.layer = layer
+	if cfg.TLS == nil {
+		s.log.Warn("raft transport is PLAINTEXT: any peer that reaches the raft port can join the log; for loopback development only",
+			zap.String("raftAddr", cfg.RaftAddr))
+	}
+	nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: s.hclog.Named("transport"),
+	})
 	s.trans, s.net = nt, nt
 	if cfg.transportWrap != nil {
 		s.trans = cfg.transportWrap(nt)
@@ -170,6 +180,7 @@ func (s *Store) openRaft() error {
 		return fmt.Errorf("raftstore: start raft: %w", err)
 	}
 	s.raft = r
+	s.raftRef.Store(r)
 	if cfg.Bootstrap && !existing {
 		boot := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: s.trans.LocalAddr(),
@@ -182,6 +193,27 @@ func (s *Store) openRaft() error {
 	s.log.Info("raft started", zap.String("raftAddr", string(s.trans.LocalAddr())),
 		zap.Bool("existingState", existing), zap.Bool("bootstrap", cfg.Bootstrap && !existing))
 	return nil
+}
+
+// memberAt returns the id of the member configured at a raft address, ""
+// when none is (a joining node the leader has not recorded yet; the
+// transport then accepts any member certificate, and Join has already
+// checked that one answers for the id).
+func (s *Store) memberAt(addr string) string {
+	r := s.raftRef.Load()
+	if r == nil {
+		return ""
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return ""
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.Address) == addr {
+			return string(srv.ID)
+		}
+	}
+	return ""
 }
 
 // boltOpenTimeout bounds the wait for bolt's file lock, so a second
@@ -215,6 +247,7 @@ func (s *Store) Close() error {
 			s.closeErr = fmt.Errorf("raftstore: raft shutdown: %w", err)
 		}
 		s.net.CloseStreams()
+		s.layer.wait()
 		if err := s.bolt.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("raftstore: close log store: %w", err)
 		}

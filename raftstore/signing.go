@@ -4,50 +4,33 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"fmt"
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
 )
 
-// ensureSigningKey runs when a leader takes office. With a configured key,
-// its public half is replicated (once) so every node serves it from Keys;
-// the private half never enters the log. Without one, the first leader of
-// the cluster generates a key and replicates it whole, so any later leader
-// signs with the same key.
+// ensureSigningKey runs when a leader takes office. With a configured key
+// (a file every member holds), its public half is replicated (once, by id)
+// so every node serves it from Keys; the private half never enters the
+// log. Without one the cluster signs nothing: there is no key a raft log
+// or a data directory could leak (DESIGN.md, "The signing key").
 func (s *Store) ensureSigningKey(ctx context.Context) error {
-	cur, ok := s.fsm.currentKey()
-	if priv := s.cfg.SigningKey; priv != nil {
-		pub := priv.Public().(ed25519.PublicKey)
-		if ok && bytes.Equal(cur.Pub, pub) {
-			return nil
-		}
-		_, err := s.applyEntry(ctx, entryKey, signingKey{ID: fence.KeyID(pub), Pub: pub})
-		return err
-	}
-	if ok {
+	priv := s.cfg.SigningKey
+	if priv == nil {
+		s.log.Warn("no signing key configured (signing.key_file): fencing tokens are not signed; fenced services requiring signatures will refuse them")
 		return nil
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return fmt.Errorf("raftstore: generate signing key: %w", err)
+	pub := priv.Public().(ed25519.PublicKey)
+	if cur, ok := s.fsm.currentKey(); ok && bytes.Equal(cur.Pub, pub) {
+		return nil
 	}
-	_, err = s.applyEntry(ctx, entryKey, signingKey{ID: fence.KeyID(pub), Pub: pub, Priv: priv})
+	_, err := s.applyEntry(ctx, entryKey, signingKey{ID: fence.KeyID(pub), Pub: pub})
 	return err
 }
 
 // signer returns the private key grants are signed with: the configured
-// one, else the replicated current key (nil before the first leader made one).
-func (s *Store) signer() ed25519.PrivateKey {
-	if s.cfg.SigningKey != nil {
-		return s.cfg.SigningKey
-	}
-	if k, ok := s.fsm.currentKey(); ok && len(k.Priv) == ed25519.PrivateKeySize {
-		return k.Priv
-	}
-	return nil
-}
+// one, nil when none is.
+func (s *Store) signer() ed25519.PrivateKey { return s.cfg.SigningKey }
 
 // signToken returns the X-Fencing-Signature value binding task, epoch and
 // holder, or "" when no key is available yet.

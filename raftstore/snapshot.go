@@ -101,6 +101,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		nodes[n.ID] = n
 	}
 	f.mu.Lock()
+	for i := range h.Keys {
+		h.Keys[i].Priv = nil // see signingKey
+	}
 	f.model, f.nodes, f.keys = m, nodes, h.Keys
 	f.mu.Unlock()
 	f.applied.set(max(h.Applied, m.LastIndex()))

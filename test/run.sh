@@ -45,6 +45,8 @@ if [ -d test/bench ]; then
   (cd test/bench && go vet ./...)
 fi
 
+step "dev flow with real clients"; test/devclients.sh
+
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 

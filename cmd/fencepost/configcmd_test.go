@@ -59,7 +59,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	code, out, errOut := runCLI(t, "config", "validate", "--role", "server", path)
 	require.Equal(t, exitUsage, code)
 	require.Empty(t, out)
-	require.Equal(t, "fencepost config validate: config: "+path+":2: raft.electon_timeout: unknown key (did you mean \"election_timeout\"?)\n", errOut)
+	require.Equal(t, "fencepost config validate: config: "+path+":2: raft.electon_timeout: unknown key (did you mean \"election_timeout\"?)\n"+
+		"fencepost config validate: config: leases.profiles.short.heartbeat: must be <= ttl/3 (ttl 20s → max 6.666s, got 7s)\n", errOut,
+		"an unknown key does not hide a broken rule: one pass reports both")
 
 	path = writeConfig(t, "leases:\n  profiles:\n    short: {ttl: 20s, heartbeat: 7s}\nlog: {level: loud}\n")
 	code, _, errOut = runCLI(t, "config", "validate", path)

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/proxy"
 	"github.com/fencepost/fencepost/raftstore/node"
 )
 
@@ -58,11 +60,11 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	scfg := cfg.Server()
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
-		return err
+		return startError(err)
 	}
 	n, err := node.Start(ncfg)
 	if err != nil {
-		return fmt.Errorf("%w: %w", config.ErrRuntime, err)
+		return startError(err)
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
 	clusterAddr := n.HTTP.Addr()
@@ -83,46 +85,100 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	}
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
 
-	printDevHelp(stdout, clusterAddr, sc.ProxyAddr(), sc.ControlAddr(), fenced.Addr(), cfg.Task)
+	if cfg.Task != "" && !waitHeld(ctx, sc, cfg.Task, devLeaseWait) {
+		log.Warn("the sidecar does not hold the task yet; writes get 409 no-lease until it does", zap.String("task", cfg.Task))
+	}
+	self, err := selfCommand(cfg.DataDir)
+	if err != nil {
+		log.Warn("the printed ctl line assumes fencepost is on PATH", zap.Error(err))
+		self, err = "fencepost", nil
+	}
+	printDevHelp(stdout, devHelp{self: self, cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
+		fenced: fencedURL(fenced.Addr()), task: cfg.Task})
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
 	return nil
 }
 
-func portOf(addr string) string {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
+// devLeaseWait bounds how long dev waits for its sidecar to hold the task
+// before printing the banner, whose first suggested write needs the lease.
+const devLeaseWait = 15 * time.Second
+
+// waitHeld polls until sc holds a current lease on task, for up to wait.
+func waitHeld(ctx context.Context, sc *proxy.Sidecar, task string, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		for _, l := range sc.Leases() {
+			if l.TaskID == task && l.Current {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	return p
 }
 
-func printDevHelp(w io.Writer, cluster, proxyAddr, control, fenced, task string) {
+// devFencedHost is the name the banner gives the fenced service. Go's
+// net/http never proxies "localhost" or a loopback IP, so a Go worker
+// calling 127.0.0.1 would bypass the sidecar; a name under .localhost is
+// proxied by every common client, and the sidecar dials it on loopback.
+const devFencedHost = "fenced.localhost"
+
+// fencedURL is the fenced service's URL through devFencedHost.
+func fencedURL(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	return "http://" + net.JoinHostPort(devFencedHost, port)
+}
+
+// devHelp is what the dev banner names.
+type devHelp struct {
+	self    string // how to type this binary in another shell (selfCommand)
+	cluster string // cluster API host:port
+	proxy   string // sidecar proxy host:port
+	control string // sidecar control API host:port
+	fenced  string // fenced service URL, through devFencedHost
+	task    string // the task the sidecar holds
+}
+
+// printDevHelp prints the banner: every command in it works as printed in
+// any shell, and the export lines send a worker's tool calls through the
+// sidecar from each client the README's table lists.
+func printDevHelp(w io.Writer, h devHelp) {
+	controlHost, _, _ := net.SplitHostPort(h.control)
 	fmt.Fprintf(w, `
 fencepost dev is running (Ctrl-C to stop)
 
-  cluster API      http://%[1]s        (GET /v1/cluster, /v1/tasks, /metrics)
-  sidecar proxy    http://%[2]s        (the worker's HTTP_PROXY)
-  sidecar control  http://%[3]s        (GET /v1/lease, /v1/events, /metrics)
-  fenced service   http://%[4]s        (GET /v1/log)
-  task held        %[5]s
+  cluster API      http://%[2]s        (GET /v1/cluster, /v1/tasks, /metrics)
+  sidecar proxy    http://%[3]s        (the worker's HTTP_PROXY)
+  sidecar control  http://%[4]s        (GET /v1/lease, /v1/events, /metrics)
+  fenced service   %[5]s   (GET /v1/log)
+  task held        %[6]s
 
 In the worker's shell:
 
-  export HTTP_PROXY=http://%[2]s http_proxy=http://%[2]s NO_PROXY=localhost no_proxy=localhost
+  export HTTP_PROXY=http://%[3]s http_proxy=http://%[3]s NO_PROXY=%[7]s no_proxy=%[7]s
+  export NODE_USE_ENV_PROXY=1   # Node.js 24 reads the proxy variables only with this
 
-  (Everything here is on 127.0.0.1, so NO_PROXY names only "localhost": call the
-  sidecar's control API as http://localhost:%[6]s so it bypasses the proxy, while
-  tool calls to 127.0.0.1 go through it.)
+  Tool calls to %[5]s go through the sidecar from curl, Go, Python
+  and Node alike (the sidecar dials *.localhost names on 127.0.0.1 itself).
+  Calls to %[7]s skip it: that is how the worker reaches the control API.
+  (Go never proxies localhost or 127.0.0.1, whatever NO_PROXY says.)
 
 Try a fenced call (arrives stamped with X-Fencing-Token):
 
-  curl -s -x http://%[2]s -X POST http://%[4]s/v1/tasks/%[5]s/writes -d 'step 1'
+  curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 1'
 
 Take the lease away, then try again (409 from the sidecar; nothing reaches the service):
 
-  fencepost ctl --cluster %[1]s tasks revoke %[5]s
-  curl -s -x http://%[2]s -X POST http://%[4]s/v1/tasks/%[5]s/writes -d 'step 2'
+  %[1]s ctl --cluster %[2]s tasks revoke %[6]s
+  curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
-`, cluster, proxyAddr, control, fenced, task, portOf(control))
+`, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -69,14 +70,13 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // cluster's public keys first when keys_from is set.
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
 	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog}
-	var keys *fence.RefreshingKeys
 	if cfg.KeysFrom != "" {
-		initial, err := fetchKeys(ctx, cfg.KeysFrom)
+		initial, err := fetchKeys(ctx, cfg.KeysFrom, log, keysWait)
 		if err != nil {
-			return nil, fmt.Errorf("%w: keys_from: %w", config.ErrRuntime, err)
+			return nil, startError(err)
 		}
 		url := keysURL(cfg.KeysFrom)
-		keys = fence.NewRefreshingKeys(initial, func(ctx context.Context) (fence.StaticKeys, error) {
+		keys := fence.NewRefreshingKeys(initial, func(ctx context.Context) (fence.StaticKeys, error) {
 			return fence.FetchKeys(ctx, nil, url)
 		}, fence.DefaultKeyRefetchInterval, nil)
 		// Keys configured means signatures required, unless explicitly
@@ -85,10 +85,10 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 	}
 	srv, err := refsvc.New(rc)
 	if err != nil {
-		return nil, err
+		return nil, startError(err)
 	}
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("%w: %w", config.ErrRuntime, err)
+		return nil, startError(err)
 	}
 	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()),
 		zap.Bool("signatures", rc.VerifyKeys != nil), zap.Bool("unsigned_accepted", rc.VerifyKeys == nil || rc.AllowUnsigned),
@@ -108,24 +108,53 @@ func keysURL(endpoint string) string {
 	return strings.TrimRight(url, "/") + api.PathKeys
 }
 
-// fetchKeys fetches the cluster's signing keys, retrying for a while: in
-// `fencepost dev` and compose the cluster may still be electing a leader.
-func fetchKeys(ctx context.Context, endpoint string) (fence.StaticKeys, error) {
+// keysWait bounds how long fenced waits for keys_from at start: long enough
+// for a cluster started beside it (compose, dev) to elect a leader, short
+// enough that a wrong address fails where a person is still watching.
+const keysWait = 30 * time.Second
+
+// keysAttemptTimeout bounds one attempt, so a cluster address that drops
+// packets still gets a log line every few seconds.
+const keysAttemptTimeout = 5 * time.Second
+
+// fetchKeys fetches the cluster's signing keys, retrying with backoff and a
+// log line per failed attempt for up to wait. Until it has them fenced does
+// not listen: a service that verifies signatures must not accept a write it
+// cannot check. After wait it fails with one line naming keys_from, the
+// attempts and the last cause.
+func fetchKeys(ctx context.Context, endpoint string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
 	url := keysURL(endpoint)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		keys, err := fence.FetchKeys(ctx, nil, url)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, keysAttemptTimeout)
+		keys, err := fence.FetchKeys(actx, nil, url)
+		acancel()
 		if err == nil && len(keys) > 0 {
+			if attempt > 1 {
+				log.Info("signing keys fetched", zap.String("keys_from", url), zap.Int("attempt", attempt))
+			}
 			return keys, nil
 		}
-		if err == nil {
-			err = fmt.Errorf("%s lists no keys yet", url)
+		if errors.Is(err, fence.ErrInvalidConfig) {
+			// A malformed URL or a reply that is not a key document:
+			// waiting will not fix it.
+			return nil, fmt.Errorf("keys_from %s: %w", url, err)
 		}
+		if err == nil {
+			err = errors.New("the cluster lists no keys yet")
+		}
+		log.Warn("waiting for the cluster's signing keys; not listening until they arrive",
+			zap.String("keys_from", url), zap.Int("attempt", attempt), zap.Duration("retry_in", delay), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return nil, err
-		case <-time.After(250 * time.Millisecond):
+			return nil, fmt.Errorf("keys_from %s: stopped while waiting for signing keys: %w", url, err)
+		case <-deadline.C:
+			return nil, fmt.Errorf("keys_from %s: no signing keys after %s (%d attempts; fenced does not listen without them): %w",
+				url, wait, attempt, err)
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, 4*time.Second)
 	}
 }

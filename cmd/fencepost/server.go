@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,15 +54,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	reg := newRegistry()
 	ncfg, err := nodeConfig(cfg, log, reg)
 	if err != nil {
-		return reportError(stderr, "server", err)
+		return reportError(stderr, "server", startError(err))
 	}
 	n, err := node.Start(ncfg)
 	if err != nil {
-		return reportError(stderr, "server", fmt.Errorf("%w: %w", config.ErrRuntime, err))
+		return reportError(stderr, "server", startError(err))
 	}
 	log.Info("fencepost server started", zap.String("node_id", cfg.NodeID),
 		zap.String("http", n.HTTP.Addr()), zap.String("raft", n.Store.RaftAddr()),
-		zap.Bool("bootstrap", *cfg.Bootstrap), zap.Strings("join", cfg.Join))
+		zap.Bool("bootstrap", *cfg.Bootstrap), zap.Strings("join", cfg.Join), zap.Bool("tls", ncfg.Store.TLS != nil))
 	<-ctx.Done()
 	log.Info("shutting down")
 	if err := n.Close(); err != nil {
@@ -88,6 +87,10 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 	if err != nil {
 		return node.Config{}, err
 	}
+	src, err := cfg.TLS.Source("tls")
+	if err != nil {
+		return node.Config{}, err
+	}
 	profiles := make(map[string]raftstore.Profile, len(cfg.Leases.Profiles))
 	for name, p := range cfg.Leases.Profiles {
 		profiles[name] = raftstore.Profile{TTL: p.TTL.Std(), Heartbeat: p.Heartbeat.Std()}
@@ -98,6 +101,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 	nc.HTTP.Addr = cfg.HTTPAddr
 	nc.HTTP.Gatherer = reg
 	nc.HTTP.Pprof = cfg.Pprof
+	nc.HTTP.BodyReaders = cfg.BodyReaders
 	nc.Store = raftstore.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
@@ -120,6 +124,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 		CheckpointMaxBytes: cfg.Leases.CheckpointMaxBytes.Int(),
 		MaxTaskIDBytes:     cfg.Leases.MaxTaskIDBytes,
 		SigningKey:         key,
+		TLS:                src,
 		Registerer:         reg,
 		Logger:             log,
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,10 +69,10 @@ func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) (*proxy.Sidecar, error) {
 	sc, err := proxy.New(sidecarConfig(cfg, log, reg), nil)
 	if err != nil {
-		return nil, err
+		return nil, startError(err)
 	}
 	if err := sc.Start(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %w", config.ErrRuntime, err)
+		return nil, startError(err)
 	}
 	log.Info("fencepost sidecar started", zap.String("proxy", sc.ProxyAddr()),
 		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task))

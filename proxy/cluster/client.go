@@ -2,14 +2,17 @@
 // the sidecar and by `fencepost ctl`.
 //
 // A Client knows every member's address and talks to one at a time: the
-// last one that answered. Any member will do, because followers forward to
-// the leader; when a member is down, has no leader, or times out, the
-// client moves on to the next, with jittered backoff, until the call's
-// context ends. Every logical call carries one random request id, reused on
-// every attempt, which the cluster de-duplicates; that is what makes
-// retrying a mutation whose outcome is unknown safe. Heartbeats are the
-// exception: HeartbeatOnce makes a single attempt, because the sidecar
-// times its own heartbeats and must know when one was sent.
+// last one that answered, or the leader an answer named. Any member will
+// do, because followers forward to the leader; when a member is down, has
+// no leader, or times out, the client moves on to the next, with jittered
+// backoff, until the call's budget ends — and gives up at once, naming
+// every member's failure, when a whole round of members left it without
+// any answer (retry.go). Every logical call carries one random request id,
+// reused on every attempt, which the cluster de-duplicates; that is what
+// makes retrying a mutation whose outcome is unknown safe. Heartbeats have
+// their own rules (hedge.go): attempts bounded by a share of the
+// heartbeat's budget, hedged to a second member when slow, moved on at
+// once after any failure, so a sick leader never costs a lease.
 //
 // Problems the cluster answers come back as *Error, which matches the lease
 // sentinels with errors.Is.
@@ -40,6 +43,16 @@ const (
 	DefaultMaxBackoff  = 500 * time.Millisecond
 	DefaultDialTimeout = time.Second
 	DefaultMaxConns    = 512
+	// DefaultAttemptTimeout bounds one attempt of a call other than a
+	// heartbeat or a watch: a member that has not answered by then is
+	// passed over, so a call that no member answers fails within
+	// members × DefaultAttemptTimeout instead of hanging for Timeout.
+	DefaultAttemptTimeout = time.Second
+	// DefaultHeartbeatAttemptShare and DefaultHeartbeatHedgeShare are the
+	// shares of a heartbeat's budget (hedge.go) after which an attempt is
+	// given up and after which a second member is asked beside it.
+	DefaultHeartbeatAttemptShare = 0.5
+	DefaultHeartbeatHedgeShare   = 0.25
 )
 
 // maxResponseBytes bounds a response body (task lists can be large).
@@ -52,8 +65,21 @@ type Config struct {
 	// "http://host:port".
 	Endpoints []string
 	// Timeout bounds one attempt (default 2s), further bounded by the
-	// call's context deadline.
+	// call's context deadline and by AttemptTimeout.
 	Timeout time.Duration
+	// AttemptTimeout bounds one attempt of a call other than a heartbeat
+	// or a watch (default 1s, at most Timeout). A watch's attempt gets
+	// Timeout plus its server-side wait; a heartbeat's, a share of its
+	// budget (HeartbeatAttemptShare).
+	AttemptTimeout time.Duration
+	// HeartbeatAttemptShare is the share of a heartbeat's budget (its
+	// context's deadline, which the sidecar sets to one heartbeat
+	// interval; Timeout without one) that one attempt may take before the
+	// next member is tried (default 0.5). HeartbeatHedgeShare is the share
+	// after which an unanswered attempt is hedged to a second member
+	// (default 0.25). Both in (0, 1].
+	HeartbeatAttemptShare float64
+	HeartbeatHedgeShare   float64
 	// CallTimeout bounds a whole call, retries included, when its context
 	// has no deadline (default 10s), so a call never retries forever.
 	CallTimeout time.Duration
@@ -89,6 +115,16 @@ func (c Config) withDefaults() Config {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = min(DefaultDialTimeout, c.Timeout)
 	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
+	}
+	c.AttemptTimeout = min(c.AttemptTimeout, c.Timeout)
+	if c.HeartbeatAttemptShare == 0 {
+		c.HeartbeatAttemptShare = DefaultHeartbeatAttemptShare
+	}
+	if c.HeartbeatHedgeShare == 0 {
+		c.HeartbeatHedgeShare = DefaultHeartbeatHedgeShare
+	}
 	if c.MaxConnsPerEndpoint == 0 {
 		c.MaxConnsPerEndpoint = DefaultMaxConns
 	}
@@ -109,8 +145,10 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.Timeout < 0, c.CallTimeout < 0, c.DialTimeout < 0:
-		return fmt.Errorf("%w: Timeout, CallTimeout and DialTimeout must not be negative", ErrConfig)
+	case c.Timeout < 0, c.CallTimeout < 0, c.DialTimeout < 0, c.AttemptTimeout < 0:
+		return fmt.Errorf("%w: Timeout, CallTimeout, DialTimeout and AttemptTimeout must not be negative", ErrConfig)
+	case c.HeartbeatAttemptShare < 0, c.HeartbeatAttemptShare > 1, c.HeartbeatHedgeShare < 0, c.HeartbeatHedgeShare > 1:
+		return fmt.Errorf("%w: HeartbeatAttemptShare and HeartbeatHedgeShare must be in (0, 1]", ErrConfig)
 	case c.Backoff < 0, c.MaxBackoff < 0:
 		return fmt.Errorf("%w: Backoff and MaxBackoff must not be negative", ErrConfig)
 	case c.MaxConnsPerEndpoint < 0:
@@ -161,8 +199,11 @@ func New(cfg Config) (*Client, error) {
 		MaxResponseBodySize: maxResponseBytes,
 		ReadTimeout:         cfg.Timeout,
 		WriteTimeout:        cfg.Timeout,
-		Dial: func(addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: dialTimeout}
+		// A connect is bounded by the attempt's deadline too: a member
+		// behind a silent partition must not hold a heartbeat attempt for
+		// a whole DialTimeout.
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			d := net.Dialer{Timeout: min(timeout, dialTimeout)}
 			return d.Dial("tcp", addr)
 		},
 	}
@@ -269,9 +310,20 @@ func (c *Client) do(ctx context.Context, r request) error {
 	return c.retryLoop(ctx, r, rid, body)
 }
 
-// attempt sends the request once to the endpoint with base URL base.
+// attempt sends the request once to the endpoint with base URL base,
+// bounded by AttemptTimeout (Timeout plus the server-side wait for a
+// long-poll) and the call's context.
 func (c *Client) attempt(ctx context.Context, base string, r request, rid string, body []byte) attemptResult {
-	deadline := time.Now().Add(c.cfg.Timeout + r.wait)
+	limit := c.cfg.AttemptTimeout
+	if r.wait > 0 {
+		limit = c.cfg.Timeout + r.wait
+	}
+	return c.attemptUntil(ctx, base, r, rid, body, time.Now().Add(limit))
+}
+
+// attemptUntil sends the request once to base, giving up at deadline (or
+// when the context's deadline comes first).
+func (c *Client) attemptUntil(ctx context.Context, base string, r request, rid string, body []byte, deadline time.Time) attemptResult {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

@@ -175,7 +175,9 @@ func TestNoRetryAfterAnAnswer(t *testing.T) {
 
 func TestUnknownOutcomeIsNeverReportedAsUnavailable(t *testing.T) {
 	st := httpapitest.New()
-	c := newClient(t, func(cfg *cluster.Config) { cfg.Timeout = 100 * time.Millisecond; cfg.Retries = 1 }, serve(t, st))
+	// One store behind two members, so the round is not over (and the call
+	// not given up as unanswered) after the first attempt.
+	c := newClient(t, func(cfg *cluster.Config) { cfg.Timeout = 100 * time.Millisecond; cfg.Retries = 1 }, serve(t, st), serve(t, st))
 	// First attempt outlives the client's attempt timeout (the store may
 	// have applied it), the second is refused as unavailable.
 	st.Inject("CreateTask", httpapitest.Fault{Delay: 300 * time.Millisecond})
@@ -201,40 +203,133 @@ func TestFailoverPastDeadEndpoint(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestAllEndpointsDown(t *testing.T) {
-	c := newClient(t, nil, deadAddr(t), deadAddr(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+// A control call that no member answers fails after one round, naming
+// every member's failure, long before its budget ends.
+func TestAllEndpointsDownFailsFast(t *testing.T) {
+	a, b := deadAddr(t), deadAddr(t)
+	c := newClient(t, nil, a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := c.CreateTask(ctx, api.CreateTaskRequest{TaskID: "t"})
 	require.ErrorIs(t, err, cluster.ErrUnavailable)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NotErrorIs(t, err, cluster.ErrTimeout, "a dial failure proves nothing was sent")
+	require.Contains(t, err.Error(), "no member answered (2 tried)")
+	require.Contains(t, err.Error(), a)
+	require.Contains(t, err.Error(), b)
 	require.Less(t, time.Since(start), 2*time.Second)
+}
 
-	// Without a deadline, Retries bounds the call.
-	c = newClient(t, func(cfg *cluster.Config) { cfg.Retries = 3 }, deadAddr(t))
-	_, err = c.Status(context.Background())
+// A member that accepts connections but never answers (a paused process)
+// costs each control call one AttemptTimeout, not the whole call budget.
+func TestSilentMembersFailFastWithUnknownOutcome(t *testing.T) {
+	st := httpapitest.New()
+	c := newClient(t, func(cfg *cluster.Config) { cfg.AttemptTimeout = 150 * time.Millisecond }, serve(t, st), serve(t, st))
+	st.Inject("Checkpoint", httpapitest.Fault{Delay: 2 * time.Second})
+	st.Inject("Checkpoint", httpapitest.Fault{Delay: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Checkpoint(ctx, "t", api.CheckpointRequest{SessionID: "s", Epoch: 1, Seq: 1})
+	require.ErrorIs(t, err, cluster.ErrTimeout, "the members may have applied it")
+	require.Contains(t, err.Error(), "no member answered")
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Len(t, st.CallsOf("Checkpoint"), 2)
+}
+
+// While members answer (503 during an election) the call keeps trying.
+func TestElectionIsRetriedWithinTheBudget(t *testing.T) {
+	st := httpapitest.New()
+	c := newClient(t, nil, serve(t, st), serve(t, st))
+	for range 5 {
+		st.Inject("CreateTask", httpapitest.Fault{Err: raftstore.ErrNoLeader})
+	}
+	_, err := c.CreateTask(context.Background(), api.CreateTaskRequest{TaskID: "t"})
+	require.NoError(t, err)
+	require.Len(t, st.CallsOf("CreateTask"), 6)
+
+	// Retries bounds the call.
+	c = newClient(t, func(cfg *cluster.Config) { cfg.Retries = 3 }, serve(t, st))
+	for range 5 {
+		st.Inject("Leases", httpapitest.Fault{Err: raftstore.ErrNoLeader})
+	}
+	_, err = c.Leases(context.Background(), false)
 	require.ErrorIs(t, err, cluster.ErrUnavailable)
 	require.Contains(t, err.Error(), "4 attempts")
 }
 
-func TestHeartbeatIsNeverRetried(t *testing.T) {
+// hbClient opens session "s" on a store served by two members and returns
+// the store and a client that heartbeats through both.
+func hbClient(t *testing.T) (*httpapitest.Store, *cluster.Client) {
+	t.Helper()
 	st := httpapitest.New()
-	c := newClient(t, func(cfg *cluster.Config) { cfg.Timeout = 100 * time.Millisecond }, serve(t, st))
-	ctx := context.Background()
-	_, err := c.OpenSession(ctx, api.OpenSessionRequest{SessionID: "s", WorkerID: "w"})
+	c := newClient(t, nil, serve(t, st), serve(t, st))
+	_, err := c.OpenSession(context.Background(), api.OpenSessionRequest{SessionID: "s", WorkerID: "w"})
 	require.NoError(t, err)
+	return st, c
+}
 
+// heartbeat sends one heartbeat with a budget of one interval.
+func heartbeat(c *cluster.Client, interval time.Duration) (api.HeartbeatResponse, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), interval)
+	defer cancel()
+	start := time.Now()
+	hb, err := c.HeartbeatOnce(ctx, "s", api.HeartbeatRequest{})
+	return hb, time.Since(start), err
+}
+
+// A member without a leader (or a deposed leader) answers 503 at once: the
+// heartbeat moves to the next member and succeeds in the same interval.
+func TestHeartbeatMovesOnAfterNoLeader(t *testing.T) {
+	st, c := hbClient(t)
 	st.Inject("Heartbeat", httpapitest.Fault{Err: raftstore.ErrNoLeader})
-	_, err = c.HeartbeatOnce(ctx, "s", api.HeartbeatRequest{})
-	require.ErrorIs(t, err, cluster.ErrUnavailable)
-	require.Len(t, st.CallsOf("Heartbeat"), 1)
+	st.Inject("Heartbeat", httpapitest.Fault{Err: raftstore.ErrNotLeader})
+	_, _, err := heartbeat(c, 2*time.Second)
+	require.NoError(t, err)
+	rids := st.CallsOf("Heartbeat")
+	require.Len(t, rids, 3)
+	require.Equal(t, rids[0], rids[2], "one request id on every attempt")
+}
 
-	st.Inject("Heartbeat", httpapitest.Fault{Delay: 300 * time.Millisecond})
-	_, err = c.HeartbeatOnce(ctx, "s", api.HeartbeatRequest{})
+// A member that takes the connection but does not answer (SIGSTOP) is
+// hedged: the next member is asked after a quarter of the budget, and the
+// heartbeat succeeds long before the budget ends.
+func TestHeartbeatIsHedgedPastASilentMember(t *testing.T) {
+	st, c := hbClient(t)
+	st.Inject("Heartbeat", httpapitest.Fault{Delay: 1500 * time.Millisecond})
+	const interval = time.Second
+	_, took, err := heartbeat(c, interval)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, took, interval/4, "hedged, not sent twice at once")
+	require.Less(t, took, interval*3/4)
+}
+
+// With every member silent, each attempt gives up after half the budget
+// and the heartbeat fails when the budget ends, with an unknown outcome.
+func TestHeartbeatGivesUpWhenTheBudgetEnds(t *testing.T) {
+	st, c := hbClient(t)
+	for range 6 {
+		st.Inject("Heartbeat", httpapitest.Fault{Delay: time.Second})
+	}
+	const interval = 400 * time.Millisecond
+	_, took, err := heartbeat(c, interval)
 	require.ErrorIs(t, err, cluster.ErrTimeout)
-	require.Len(t, st.CallsOf("Heartbeat"), 2)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, took, interval+time.Second)
+	require.GreaterOrEqual(t, len(st.CallsOf("Heartbeat")), 3, "both members tried, the first again after its attempt timed out")
+}
+
+// A final answer ends the heartbeat: session not found is not retried.
+func TestHeartbeatFinalAnswerIsNotRetried(t *testing.T) {
+	st, c := hbClient(t)
+	_, _, err := heartbeat(c, time.Second)
+	require.NoError(t, err)
+	before := len(st.CallsOf("Heartbeat"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = c.HeartbeatOnce(ctx, "nope", api.HeartbeatRequest{})
+	require.ErrorIs(t, err, lease.ErrSessionNotFound)
+	require.Len(t, st.CallsOf("Heartbeat"), before+1)
 }
 
 func TestFollowerEndpointForwards(t *testing.T) {

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,7 +17,8 @@ import (
 // The methods below mirror the store's API one to one, minus the request
 // id (each call generates one, see WithRequestID). Mutations are
 // de-duplicated by the cluster, so they follow the same retry rules as
-// reads (retry.go); HeartbeatOnce, Ready and Health are the exceptions.
+// reads (retry.go); HeartbeatOnce (hedge.go), WatchSession, Ready and
+// Health are the exceptions.
 
 // expand fills a fence/api path template with path-escaped values, given as
 // placeholder/value pairs.
@@ -47,16 +50,20 @@ func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
 	return c.do(ctx, request{method: http.MethodDelete, path: expand(api.PathSession, "{sid}", sessionID)})
 }
 
-// HeartbeatOnce renews the session and every lease held through it, in a
-// single attempt: it is never retried after the request may have been
-// sent, and moves to the next endpoint only when the current one cannot be
-// dialled. The sidecar owns heartbeat timing; its local deadline starts
-// from the send time it records before calling.
+// HeartbeatOnce renews the session and every lease held through it: one
+// logical heartbeat, which finds the leader whatever is wrong with the
+// member the client talks to (hedge.go): its attempts are bounded by a
+// share of the context's budget, hedged to a second member when slow, and
+// moved to the next member after any failure, all under one request id.
+// The sidecar owns heartbeat timing; its local deadline starts from the
+// send time it records before calling, which no attempt precedes.
 func (c *Client) HeartbeatOnce(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	var out api.HeartbeatResponse
-	err := c.do(ctx, request{method: http.MethodPost, path: expand(api.PathHeartbeat, "{sid}", sessionID),
-		body: req, out: &out, mode: modeOnce})
-	return out, err
+	r := request{method: http.MethodPost, path: expand(api.PathHeartbeat, "{sid}", sessionID), mode: modeOnce}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return api.HeartbeatResponse{}, fmt.Errorf("cluster: encode %s %s: %w", r.method, r.path, err)
+	}
+	return c.heartbeat(ctx, r, requestID(ctx), body)
 }
 
 // CreateTask creates a pending task.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -27,13 +28,23 @@ import (
 //     all its attempts and the cluster applies a request id once (join and
 //     remove are idempotent by nature). If a call gives up after such an
 //     attempt, its error matches ErrTimeout, never only ErrUnavailable.
-//   - HeartbeatOnce is retried only on dial failures; health probes never.
+//   - Heartbeats follow hedge.go; a watch is retried only on dial
+//     failures; health probes never.
 //
 // Attempts go round the endpoints starting from the last one that answered
-// (or the leader it named, when that is a configured endpoint);
-// after each full round without success the client sleeps a jittered,
-// doubling backoff. It stops when the context ends (CallTimeout when the
-// context has no deadline) or after Config.Retries extra attempts.
+// (or the leader it named, when that is a configured endpoint); each
+// attempt has at most AttemptTimeout. After each full round without
+// success the client sleeps a jittered, doubling backoff. It stops when the
+// context ends (CallTimeout when the context has no deadline), after
+// Config.Retries extra attempts, or — failing fast — as soon as a full
+// round of members ended without any member answering at all (every
+// attempt refused, unreachable or timed out): then the error matches
+// ErrUnavailable (or ErrTimeout when an attempt may have been applied) and
+// names each member's failure. A round in which some member answered (503
+// "no leader" during an election, say) is retried. So a call that no
+// member answers fails within members × AttemptTimeout (3 s for three
+// members at the default), and one the cluster is electing a leader for
+// is retried until its budget ends.
 
 // transportResult classifies a fasthttp error of one attempt.
 func transportResult(base string, r request, err error) attemptResult {
@@ -63,7 +74,8 @@ func (c *Client) retryLoop(ctx context.Context, r request, rid string, body []by
 	n := len(c.endpoints)
 	start := int(c.current.Load())
 	var last attemptResult
-	unknown := false
+	unknown, answered := false, false
+	var silent []string // this round's failures when no member answered
 	for attempts := 1; ; attempts++ {
 		idx := (start + attempts - 1) % n
 		res := c.attempt(ctx, c.endpoints[idx], r, rid, body)
@@ -85,6 +97,12 @@ func (c *Client) retryLoop(ctx context.Context, r request, rid string, body []by
 		}
 		last = res
 		unknown = unknown || res.unknown
+		var pe *Error
+		if errors.As(res.err, &pe) {
+			answered = true
+		} else {
+			silent = append(silent, res.err.Error())
+		}
 		if ce := c.log.Check(zap.DebugLevel, "cluster call failed, may retry"); ce != nil {
 			ce.Write(zap.String("rid", rid), zap.String("method", r.method), zap.String("path", r.path),
 				zap.Int("attempt", attempts), zap.Error(res.err))
@@ -96,6 +114,10 @@ func (c *Client) retryLoop(ctx context.Context, r request, rid string, body []by
 			return giveUp(r, attempts, last, unknown, nil)
 		}
 		if attempts%n == 0 {
+			if !answered && r.mode == modeRetry {
+				return noAnswer(r, silent, unknown)
+			}
+			answered, silent = false, silent[:0]
 			if err := sleep(ctx, c.backoff(attempts/n-1)); err != nil {
 				return giveUp(r, attempts, last, unknown, err)
 			}
@@ -133,6 +155,18 @@ func giveUp(r request, attempts int, last attemptResult, unknown bool, ctxErr er
 		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
 	return err
+}
+
+// noAnswer is the error of a call that a whole round of members left
+// without any answer: it names each member's failure, and matches
+// ErrTimeout when an attempt may have been applied, else ErrUnavailable.
+func noAnswer(r request, failures []string, unknown bool) error {
+	sentinel := ErrUnavailable
+	if unknown {
+		sentinel = ErrTimeout
+	}
+	return fmt.Errorf("%w: %s %s: no member answered (%d tried): %s", sentinel, r.method, r.path,
+		len(failures), strings.Join(failures, "; "))
 }
 
 // backoff returns the pause after round (0-based) failed rounds: Backoff

@@ -20,7 +20,9 @@ type Permission string
 
 // The permissions. A denial's problem names the one that was missing.
 const (
-	// PermPublic: any authenticated caller (keys, health, metrics).
+	// PermPublic: anyone, with or without a certificate: the probes'
+	// /healthz and /readyz, /metrics (counts, no ids) and /v1/keys (public
+	// keys, which fenced services fetch).
 	PermPublic Permission = "public"
 	// PermSession: open sessions and act through them (heartbeat, watch,
 	// acquire, claim, checkpoint, wait, release, journal). The model
@@ -39,6 +41,8 @@ const (
 	PermOperate Permission = "operate"
 	// PermMembership: add and remove members.
 	PermMembership Permission = "membership"
+	// PermProfile: Go's profiler under /debug/pprof/ (Config.Pprof).
+	PermProfile Permission = "profile"
 	// PermForward: speak for another identity (a follower relaying a
 	// request to the leader, HeaderCaller).
 	PermForward Permission = "forward"
@@ -46,10 +50,10 @@ const (
 
 // rolePerms is the one table of what each role may do.
 var rolePerms = map[pki.Role][]Permission{
-	pki.RoleSidecar:  {PermPublic, PermSession, PermCreate},
-	pki.RoleOperator: {PermPublic, PermCreate, PermRead, PermReadBodies, PermOperate, PermMembership},
-	pki.RoleReader:   {PermPublic, PermRead},
-	pki.RoleMember:   {PermPublic, PermRead, PermMembership, PermForward},
+	pki.RoleSidecar:  {PermSession, PermCreate},
+	pki.RoleOperator: {PermCreate, PermRead, PermReadBodies, PermOperate, PermMembership, PermProfile},
+	pki.RoleReader:   {PermRead},
+	pki.RoleMember:   {PermRead, PermMembership, PermForward},
 }
 
 // HeaderCaller carries, on a request a follower forwards to the leader, the
@@ -65,12 +69,16 @@ var DevIdentity = pki.Identity{Name: "dev", Role: "dev"}
 
 // principal is the caller of one request, decided once in serve.
 type principal struct {
-	id    pki.Identity
-	dev   bool
+	id  pki.Identity
+	dev bool
+	// anon is a TLS caller without a client certificate: only PermPublic.
+	anon  bool
 	perms map[Permission]bool
 }
 
-func (p principal) has(perm Permission) bool { return p.dev || p.perms[perm] }
+func (p principal) has(perm Permission) bool {
+	return p.dev || perm == PermPublic || p.perms[perm]
+}
 
 // caller is what the store is told about p (raftstore.Caller): sidecars
 // own their sessions and are held to quotas; an operator, a reader or the
@@ -101,6 +109,11 @@ func (s *Server) identify(rc *fasthttp.RequestCtx) (principal, error) {
 		return principal{id: DevIdentity, dev: true}, nil
 	}
 	id, err := pki.IdentityFromState(rc.TLSConnectionState())
+	if errors.Is(err, pki.ErrNoCertificate) {
+		// The handshake asks for a certificate without requiring one
+		// (pki.ClientAuth), so probes reach the public routes.
+		return principal{id: pki.Identity{Name: "anonymous"}, anon: true}, nil
+	}
 	if err != nil {
 		return principal{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
 	}
@@ -134,10 +147,19 @@ func (d *denied) Unwrap() error { return ErrForbidden }
 
 // authorize checks p against the permission ep requires.
 func (s *Server) authorize(p principal, ep endpoint) error {
-	if p.has(ep.perm) {
+	return p.require(ep.perm)
+}
+
+// require refuses p without perm: 401 when p sent no certificate, else
+// 403 naming the permission.
+func (p principal) require(perm Permission) error {
+	switch {
+	case p.has(perm):
 		return nil
+	case p.anon:
+		return fmt.Errorf("%w: a client certificate from the cluster CA is required (permission %q)", ErrUnauthenticated, perm)
 	}
-	return &denied{perm: ep.perm, who: p.id}
+	return &denied{perm: perm, who: p.id}
 }
 
 // permSessionOwner labels, in the denial metric and the audit log, the

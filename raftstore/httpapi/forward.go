@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -35,11 +36,15 @@ func isNotLeader(err error) bool { return errors.Is(err, raftstore.ErrNotLeader)
 // own retries are off: forward decides, and re-sends only with the client's
 // request id, which the leader de-duplicates.
 func newForwardClient(cfg Config) *fasthttp.Client {
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		tc = cfg.TLS.ClientConfig("")
+	}
 	return &fasthttp.Client{
+		TLSConfig:                 tc,
 		Name:                      "fencepost-forward",
 		NoDefaultUserAgentHeader:  true,
 		MaxIdemponentCallAttempts: 1,
-		TLSConfig:                 cfg.ForwardTLS,
 		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
 		ReadTimeout:               cfg.ForwardTimeout,
 		WriteTimeout:              cfg.ForwardTimeout,
@@ -84,7 +89,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string, who principal) err
 
 	// Copy what the leader needs; rc's buffers are not ours to keep.
 	req.Header.SetMethodBytes(rc.Method())
-	req.SetRequestURI(leaderBase(leader, s.cfg.ForwardTLS != nil) + string(rc.Request.Header.RequestURI()))
+	req.SetRequestURI(leaderBase(leader, s.cfg.TLS != nil) + string(rc.Request.Header.RequestURI()))
 	req.URI().DisablePathNormalizing = true
 	if ct := rc.Request.Header.ContentType(); len(ct) > 0 {
 		req.Header.SetContentTypeBytes(ct)
@@ -143,12 +148,13 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string, who principal) err
 }
 
 // leaderBase turns a leader HTTP address into a URL prefix; the store
-// publishes host:port, but accept a full http:// URL too.
-func leaderBase(addr string, useTLS bool) string {
+// publishes host:port (https when the members speak TLS), but accept a
+// full URL too.
+func leaderBase(addr string, secure bool) string {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return strings.TrimSuffix(addr, "/")
 	}
-	if useTLS {
+	if secure {
 		return "https://" + addr
 	}
 	return "http://" + addr

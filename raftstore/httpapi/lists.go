@@ -24,10 +24,10 @@ func wantBodies(c *call) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%w: %s must be true or false", ErrBadRequest, api.QueryBodies)
 	}
-	if b && !c.who.has(PermReadBodies) {
-		return false, &denied{perm: PermReadBodies, who: c.who.id}
+	if b {
+		return true, c.who.require(PermReadBodies)
 	}
-	return b, nil
+	return false, nil
 }
 
 // withoutBodies returns t without what a plain read leaves out: payload,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/raftstore"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -66,19 +67,21 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ShutdownWait bounds how long Close waits for requests in flight.
 	ShutdownWait time.Duration
+	// TLS, when set, serves the API over TLS 1.3 with this member's
+	// certificate. Client certificates are requested and, when given,
+	// verified against the cluster CA during the handshake (pki.ClientAuth:
+	// VerifyClientCertIfGiven), so pki.IdentityFromState on a request's
+	// connection names a verified caller; probes without one still reach
+	// /healthz and /readyz. Forwards to the leader use TLS too, presenting
+	// this member's certificate. Nil is plain HTTP, for loopback
+	// development only (Start logs a warning, New refuses any other
+	// address). With TLS every request is authorized by its caller's role
+	// (authz.go); without it every caller is DevIdentity.
+	TLS *pki.Source
 	// Pprof serves Go's profiler under /debug/pprof/ (CPU, heap,
 	// goroutines). Off by default: profiles expose internals and cost CPU.
 	Pprof bool
 
-	// TLS, when set, serves the API over TLS; callers are then identified
-	// by their verified client certificate (fence/pki) and authorized per
-	// route (authz.go). Set ClientAuth to tls.RequireAndVerifyClientCert
-	// with the cluster CA. Nil serves plain HTTP, which New allows only on
-	// a loopback address: every caller is then DevIdentity.
-	TLS *tls.Config
-	// ForwardTLS is the client configuration a follower forwards to the
-	// leader with (the member's own certificate); required with TLS.
-	ForwardTLS *tls.Config
 	// BodyReaders names reader identities that may also read bodies
 	// (PermReadBodies): payloads, checkpoint data, signals, results.
 	BodyReaders []string
@@ -124,8 +127,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ForwardTimeout, RequestTimeout and ShutdownWait must not be negative", ErrConfig)
 	case c.TLS == nil && !isLoopbackAddr(c.Addr):
 		return fmt.Errorf("%w: Addr %s is not loopback: plain HTTP (no TLS, every caller trusted as %s) is for loopback development only", ErrConfig, c.Addr, DevIdentity)
-	case c.TLS != nil && c.ForwardTLS == nil:
-		return fmt.Errorf("%w: ForwardTLS is required with TLS (followers forward to the leader over TLS)", ErrConfig)
 	}
 	return nil
 }
@@ -205,9 +206,9 @@ func (s *Server) Start() error {
 		return fmt.Errorf("httpapi: listen %s: %w", s.cfg.Addr, err)
 	}
 	if s.cfg.TLS != nil {
-		ln = tls.NewListener(ln, s.cfg.TLS)
+		ln = tls.NewListener(ln, s.cfg.TLS.ServerConfig(pki.ClientAuth))
 	} else {
-		s.log.Warn("cluster API without TLS: every caller is trusted as the dev identity with every permission (loopback development only)",
+		s.log.Warn("cluster API is PLAIN HTTP: callers are not authenticated and traffic is not encrypted; every caller is the dev identity with every permission (loopback development only)",
 			zap.String("addr", ln.Addr().String()), zap.Stringer("identity", DevIdentity))
 	}
 	s.ln = ln
@@ -218,7 +219,7 @@ func (s *Server) Start() error {
 			s.log.Error("http server stopped", zap.Error(err))
 		}
 	}()
-	s.log.Info("http api listening", zap.String("addr", ln.Addr().String()))
+	s.log.Info("http api listening", zap.String("addr", ln.Addr().String()), zap.Bool("tls", s.cfg.TLS != nil))
 	return nil
 }
 
@@ -283,6 +284,16 @@ func (c *call) noBody() error {
 // serve is the fasthttp handler: route, call, answer, measure, log.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	if s.pprof != nil && bytes.HasPrefix(rc.Path(), pprofPrefix) {
+		// Profiles expose internals: operators only.
+		who, err := s.identify(rc)
+		if err == nil {
+			err = who.require(PermProfile)
+		}
+		if err != nil {
+			writeProblem(rc, problemFor(err, string(rc.Path())))
+			s.audit(who, PermProfile, rc, "pprof", "", err)
+			return
+		}
 		s.pprof(rc)
 		return
 	}

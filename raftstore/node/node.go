@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/fencepost/fencepost/raftstore/httpapi"
 )
@@ -70,6 +71,10 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.HTTP.Logger == nil {
 		cfg.HTTP.Logger = log
 	}
+	if cfg.HTTP.TLS == nil {
+		// One identity per member: the API serves the raft certificate.
+		cfg.HTTP.TLS = cfg.Store.TLS
+	}
 	// The store must know the address others forward to before it takes
 	// office, and the HTTP server needs the store; so a ":0" port is
 	// resolved to a concrete free port first.
@@ -106,7 +111,7 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		n.joinLoop(ctx, cfg.Join, req, retry)
+		n.joinLoop(ctx, cfg.Join, req, retry, cfg.Store.TLS)
 	}()
 	return n, nil
 }
@@ -147,12 +152,18 @@ func (n *Node) Close() error {
 	return errors.Join(errH, errS)
 }
 
-func (n *Node) joinLoop(ctx context.Context, endpoints []string, req api.JoinRequest, retry time.Duration) {
+func (n *Node) joinLoop(ctx context.Context, endpoints []string, req api.JoinRequest, retry time.Duration, src *pki.Source) {
 	body, _ := json.Marshal(req)
 	client := &fasthttp.Client{MaxIdemponentCallAttempts: 1}
+	scheme := "http://"
+	if src != nil {
+		// The join presents this member's certificate: the proof that
+		// lets it join (the leader checks it names req.ID).
+		client.TLSConfig, scheme = src.ClientConfig(""), "https://"
+	}
 	for attempt := 0; ; attempt++ {
 		ep := endpoints[attempt%len(endpoints)]
-		err := postJoin(client, ep, body)
+		err := postJoin(client, scheme, ep, body)
 		if err == nil {
 			n.log.Info("joined cluster", zap.String("via", ep), zap.String("node_id", req.ID))
 			close(n.joined)
@@ -169,13 +180,13 @@ func (n *Node) joinLoop(ctx context.Context, endpoints []string, req api.JoinReq
 	}
 }
 
-func postJoin(client *fasthttp.Client, endpoint string, body []byte) error {
+func postJoin(client *fasthttp.Client, scheme, endpoint string, body []byte) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	base := endpoint
 	if !strings.Contains(base, "://") {
-		base = "http://" + base
+		base = scheme + base
 	}
 	req.SetRequestURI(strings.TrimRight(base, "/") + api.PathClusterJoin)
 	req.Header.SetMethod(fasthttp.MethodPost)

@@ -1,6 +1,8 @@
 package httpapitest
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -32,6 +34,11 @@ func StartCluster(t testing.TB, n int, level zapcore.Level) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
 	t.Cleanup(c.closeAll)
+	// Members share one signing key, as every member's signing.key_file.
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		log := zaptest.NewLogger(t, zaptest.Level(level)).With(zap.String("node", id))
@@ -43,6 +50,7 @@ func StartCluster(t testing.TB, n int, level zapcore.Level) *Cluster {
 				// healthy leader.
 				HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
 				LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+				SigningKey: key,
 			},
 			HTTP:      httpapi.Config{Addr: "127.0.0.1:0"},
 			JoinRetry: 50 * time.Millisecond,
