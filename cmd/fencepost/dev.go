@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,6 +60,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // instructions, waits for ctx and stops them in reverse order.
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
 	scfg := cfg.Server()
+	if scfg.Signing.KeyFile == "" {
+		// The cluster signs only with a key file its members hold (the key
+		// never enters the log); dev keeps one in its data directory so its
+		// fenced service can require signatures from the first write.
+		if scfg.Signing.KeyFile, err = devSigningKey(cfg.DataDir); err != nil {
+			return startError(err)
+		}
+	}
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
 		return startError(err)
@@ -181,4 +191,15 @@ Take the lease away, then try again (409 from the sidecar; nothing reaches the s
   curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
 `, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost)
+}
+
+// devSigningKey returns dev's signing key file in dataDir, creating it on
+// the first start and reusing it after, so tokens signed before a restart
+// still verify.
+func devSigningKey(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, signingKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	return writeSigningKey(dataDir)
 }
