@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
-	"github.com/fencepost/fencepost/raftstore"
 	"github.com/fencepost/fencepost/fence/pki"
+	"github.com/fencepost/fencepost/raftstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
