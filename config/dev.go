@@ -128,8 +128,6 @@ func (d *Dev) Sidecar() *Sidecar {
 	s.Task = d.Task
 	s.ProxyAddr = loopback(d.Ports.Proxy)
 	s.ControlAddr = loopback(d.Ports.Control)
-	// Only the fenced service gets the token's signature.
-	s.SignatureHosts = []string{loopback(d.Ports.Fenced)}
 	s.Log = d.Log
 	return s
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -89,6 +90,9 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 
 	sccfg := cfg.Sidecar()
 	sccfg.Cluster = []string{clusterAddr}
+	// Only the fenced service gets the token's signature, under both
+	// names a worker may call it by.
+	sccfg.SignatureHosts = []string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://")}
 	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
 	if err != nil {
 		return err
