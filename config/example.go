@@ -79,6 +79,12 @@ leases:
   max_ttl: 10m
   checkpoint_max_bytes: 1MiB   # sizes take B, KiB, MiB, GiB, KB, MB, GB or plain bytes
   max_task_id_bytes: 256
+  # What one sidecar identity (client certificate) may hold; past it, 429
+  # quota_exceeded. 0 is unlimited.
+  quota:
+    sessions: 64
+    tasks: 100000               # tasks it created and nobody deleted yet
+    bytes: 1GiB                 # payload bytes of those tasks
 
 signing:
   # Ed25519 private key file that signs fencing tokens ('fencepost tls

@@ -91,6 +91,19 @@ type Leases struct {
 	CheckpointMaxBytes ByteSize `yaml:"checkpoint_max_bytes" doc:"largest checkpoint payload"`
 	// MaxTaskIDBytes caps the length of a task id.
 	MaxTaskIDBytes int `yaml:"max_task_id_bytes" doc:"longest task id in bytes"`
+	// Quota bounds what one sidecar identity may hold (429 past it).
+	Quota Quota `yaml:"quota"`
+}
+
+// Quota bounds what one sidecar identity (client certificate) holds in
+// the cluster; 0 is unlimited.
+type Quota struct {
+	// Sessions bounds its open sessions.
+	Sessions int `yaml:"sessions" doc:"open sessions per sidecar identity (0: unlimited)"`
+	// Tasks bounds the tasks it created and nobody deleted yet.
+	Tasks int `yaml:"tasks" doc:"undeleted tasks a sidecar identity created (0: unlimited)"`
+	// Bytes bounds the payload bytes of those tasks.
+	Bytes ByteSize `yaml:"bytes" doc:"payload bytes of those tasks (0: unlimited)"`
 }
 
 // Profile is a lease TTL and the heartbeat interval that keeps it alive.
@@ -137,6 +150,7 @@ func DefaultServer() *Server {
 			MaxTTL:             Duration(10 * time.Minute),
 			CheckpointMaxBytes: 1 << 20,
 			MaxTaskIDBytes:     256,
+			Quota:              Quota{Sessions: 64, Tasks: 100_000, Bytes: 1 << 30},
 		},
 		Log: defaultLog(),
 	}
@@ -273,6 +287,9 @@ func (l Leases) validate(p *problems, election Duration) {
 	}
 	if l.CheckpointMaxBytes <= 0 || l.CheckpointMaxBytes > maxCheckpoint {
 		p.invalid("leases.checkpoint_max_bytes", "must be between 1 and %s (got %s)", maxCheckpoint, l.CheckpointMaxBytes)
+	}
+	if l.Quota.Sessions < 0 || l.Quota.Tasks < 0 || l.Quota.Bytes < 0 {
+		p.invalid("leases.quota", "sessions, tasks and bytes must be >= 0 (0: unlimited)")
 	}
 	if l.MaxTaskIDBytes < 1 || l.MaxTaskIDBytes > 4096 {
 		p.invalid("leases.max_task_id_bytes", "must be between 1 and 4096 (got %d)", l.MaxTaskIDBytes)

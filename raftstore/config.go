@@ -141,8 +141,8 @@ type Config struct {
 	MaxPayloadBytes    int
 	// Quota bounds what one identity holds (sessions, tasks, payload
 	// bytes); it applies to callers the API marks Limited (sidecars).
-	// The zero Quota takes the defaults; in a set Quota a zero field is
-	// unlimited.
+	// The zero Quota takes the defaults; in a set Quota a field <= 0 is
+	// unlimited (set it negative to keep it unlimited).
 	Quota lease.Quota
 	// MaxWait bounds a wait request's timeout.
 	MaxWait time.Duration

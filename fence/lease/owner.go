@@ -4,7 +4,7 @@ import "fmt"
 
 // Quota bounds what one identity may hold in the model. The leader stamps
 // it into the commands that open sessions and create tasks (like a
-// profile's TTL), so every replica decides alike. Zero fields are unlimited.
+// profile's TTL), so every replica decides alike. A field <= 0 is unlimited.
 type Quota struct {
 	// Sessions bounds the open sessions of an identity.
 	Sessions int `json:"s,omitempty"`
