@@ -191,6 +191,9 @@ addr: 127.0.0.1:7490
 # token must be signed; an unknown key id fetches the keys again (at most
 # every 5s).
 keys_from: ""
+# CA certificate (PEM) that verifies an https keys_from, normally the
+# cluster CA (tls/ca.pem). Empty: the system roots.
+keys_ca_file: ""
 # Reject tokens without a valid signature (the default with keys_from).
 require_signature: false
 # Accept unsigned tokens although keys_from is set. Unsafe: an unsigned

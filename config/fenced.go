@@ -10,6 +10,9 @@ type Fenced struct {
 	// from; empty means signatures are not checked. With keys, every token
 	// must carry a valid signature unless AllowUnsigned says otherwise.
 	KeysFrom string `yaml:"keys_from" doc:"cluster endpoint to fetch signing public keys from"`
+	// KeysCAFile is the CA certificate (PEM) an https keys_from is verified
+	// with, normally the cluster CA; empty uses the system roots.
+	KeysCAFile string `yaml:"keys_ca_file" doc:"CA certificate (PEM) that verifies an https keys_from (default: system roots)"`
 	// RequireSignature rejects tokens without a valid signature. It is what
 	// keys_from implies already; setting it without keys_from is an error.
 	RequireSignature bool `yaml:"require_signature" doc:"reject tokens without a valid signature (the default with keys_from; needs keys_from)"`
@@ -43,6 +46,9 @@ func (f *Fenced) Validate() error {
 	}
 	if f.RequireSignature && f.KeysFrom == "" {
 		p.invalid("require_signature", "needs keys_from: signatures are checked against the cluster's public keys")
+	}
+	if f.KeysCAFile != "" && f.KeysFrom == "" {
+		p.invalid("keys_ca_file", "needs keys_from")
 	}
 	if f.AllowUnsigned && f.RequireSignature {
 		p.invalid("allow_unsigned", "contradicts require_signature: true")

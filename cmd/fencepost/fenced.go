@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -71,13 +75,17 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
 	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog}
 	if cfg.KeysFrom != "" {
-		initial, err := fetchKeys(ctx, cfg.KeysFrom, log, keysWait)
+		client, err := keysClient(cfg.KeysCAFile)
+		if err != nil {
+			return nil, startError(err)
+		}
+		initial, err := fetchKeys(ctx, client, cfg.KeysFrom, log, keysWait)
 		if err != nil {
 			return nil, startError(err)
 		}
 		url := keysURL(cfg.KeysFrom)
 		keys := fence.NewRefreshingKeys(initial, func(ctx context.Context) (fence.StaticKeys, error) {
-			return fence.FetchKeys(ctx, nil, url)
+			return fence.FetchKeys(ctx, client, url)
 		}, fence.DefaultKeyRefetchInterval, nil)
 		// Keys configured means signatures required, unless explicitly
 		// waived: an unsigned forged epoch would lock owners out.
@@ -97,6 +105,24 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 		log.Warn("no keys_from: unsigned tokens are accepted, so anyone who can reach this port can lock a task's owner out with a forged epoch")
 	}
 	return srv, nil
+}
+
+// keysClient is the HTTP client fenced fetches keys with: the default one,
+// or one that verifies the cluster with caFile (keys_ca_file).
+func keysClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: keys_ca_file: %w", config.ErrRuntime, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: keys_ca_file: %s holds no PEM certificate", config.ErrInvalid, caFile)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	return &http.Client{Transport: tr}, nil
 }
 
 // keysURL is the key document's URL on a cluster endpoint.
@@ -122,14 +148,14 @@ const keysAttemptTimeout = 5 * time.Second
 // not listen: a service that verifies signatures must not accept a write it
 // cannot check. After wait it fails with one line naming keys_from, the
 // attempts and the last cause.
-func fetchKeys(ctx context.Context, endpoint string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
+func fetchKeys(ctx context.Context, client *http.Client, endpoint string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
 	url := keysURL(endpoint)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(ctx, keysAttemptTimeout)
-		keys, err := fence.FetchKeys(actx, nil, url)
+		keys, err := fence.FetchKeys(actx, client, url)
 		acancel()
 		if err == nil && len(keys) > 0 {
 			if attempt > 1 {
