@@ -16,7 +16,24 @@ import (
 // that matches a field only case-insensitively ("SessionId" for
 // "sessionId"). Keys of maps are free-form and only checked for repeats.
 // Syntax errors are left to the decoder, which words them.
+//
+// The raw-byte scan (decode_keys_fast.go) decides for plain bodies; a key
+// with an escape sequence or a very large object takes the token walk.
 func checkKeys(body []byte, t reflect.Type) error {
+	sc := keyScanner{b: body}
+	switch err := sc.value(t); err {
+	case nil, errSyntax:
+		return nil
+	case errSlow:
+	default:
+		return err
+	}
+	return walkKeys(body, t)
+}
+
+// walkKeys is checkKeys over encoding/json's tokens: slower, but it sees
+// keys unescaped.
+func walkKeys(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := walkValue(dec, t); err != nil && err != errSyntax {

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/stretchr/testify/require"
@@ -39,4 +42,30 @@ func TestDecodeRefusesAmbiguousKeys(t *testing.T) {
 		var hb api.HeartbeatRequest
 		require.Error(t, decodeHeartbeat([]byte(b), &hb), b)
 	}
+}
+
+// FuzzCheckKeysFastPath: the raw-byte scan refuses exactly what the token
+// walk refuses, for the types the API decodes.
+func FuzzCheckKeysFastPath(f *testing.F) {
+	for _, s := range []string{`{}`, `{"sessionId":"a","epoch":1}`, `{"sessionId":"a","sessionId":"b"}`,
+		`{"SessionId":"a"}`, `{"session\u0049d":"a","sessionId":"b"}`, `{"epoch":1,"header":{"A":["x"],"A":["y"]}}`,
+		`{"leases":[{"taskId":"a","epoch":1},{"TaskId":"b"}]}`, `[1,2]`, `{"a":`, `{"data":"AQI=","seq":3}`} {
+		f.Add([]byte(s))
+	}
+	types := []reflect.Type{reflect.TypeOf(&api.CheckpointRequest{}), reflect.TypeOf(&api.OutcomeRequest{}),
+		reflect.TypeOf(&api.HeartbeatRequest{})}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !utf8.Valid(body) || !json.Valid(body) {
+			return
+		}
+		for _, ty := range types {
+			sc := keyScanner{b: body}
+			fast := sc.value(ty)
+			if fast == errSlow {
+				continue
+			}
+			slow := walkKeys(body, ty)
+			require.Equal(t, fast == nil || fast == errSyntax, slow == nil, "%s %q: fast %v, slow %v", ty, body, fast, slow)
+		}
+	})
 }

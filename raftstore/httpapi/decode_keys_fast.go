@@ -1,0 +1,183 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// errSlow sends scanKeys' caller to the token walk: a key with an escape
+// sequence (the raw bytes are not the key), or an object with so many
+// keys that pairwise comparison would cost more than a map.
+var errSlow = fmt.Errorf("slow path")
+
+// maxFastKeys bounds the keys of one object the fast scan compares
+// pairwise.
+const maxFastKeys = 32
+
+// keyScanner checks keys over the raw bytes, without allocating: the
+// requests of the hot routes (acquire, checkpoint, release) are small
+// objects of plain keys. Anything unusual returns errSlow or errSyntax.
+type keyScanner struct {
+	b []byte
+	i int
+}
+
+func (p *keyScanner) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// str consumes a string and returns its raw bytes; escaped reports a
+// backslash inside.
+func (p *keyScanner) str() (raw []byte, escaped bool, err error) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, false, errSyntax
+	}
+	p.i++
+	start := p.i
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			raw = p.b[start:p.i]
+			p.i++
+			return raw, escaped, nil
+		case '\\':
+			escaped = true
+			p.i++
+		}
+		p.i++
+	}
+	return nil, false, errSyntax
+}
+
+func (p *keyScanner) value(t reflect.Type) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	p.ws()
+	if p.i >= len(p.b) {
+		return errSyntax
+	}
+	switch p.b[p.i] {
+	case '{':
+		return p.object(t)
+	case '[':
+		p.i++
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		p.ws()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return nil
+		}
+		for {
+			if err := p.value(elem); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.b) {
+				return errSyntax
+			}
+			p.i++
+			switch p.b[p.i-1] {
+			case ',':
+			case ']':
+				return nil
+			default:
+				return errSyntax
+			}
+		}
+	case '"':
+		_, _, err := p.str()
+		return err
+	}
+	// A number, true, false or null: up to the next delimiter.
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ',', ']', '}', ' ', '\t', '\r', '\n':
+			return nil
+		}
+		p.i++
+	}
+	return nil
+}
+
+func (p *keyScanner) object(t reflect.Type) error {
+	p.i++ // '{'
+	var fields map[string]reflect.Type
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = jsonFields(t)
+		case reflect.Map:
+			elem = t.Elem()
+		}
+	}
+	var seen [maxFastKeys][]byte
+	n := 0
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	for {
+		p.ws()
+		key, escaped, err := p.str()
+		if err != nil {
+			return err
+		}
+		if escaped || n == maxFastKeys {
+			return errSlow
+		}
+		for _, k := range seen[:n] {
+			if bytes.Equal(k, key) {
+				return fmt.Errorf("%w: key %q given twice in one object", ErrBadRequest, key)
+			}
+		}
+		seen[n] = key
+		n++
+		next := elem
+		if fields != nil {
+			ft, ok := fields[string(key)] // no allocation for a map index
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, string(key)) {
+						return fmt.Errorf("%w: key %q must be spelled %q (field names are case-sensitive)", ErrUnknownField, key, name)
+					}
+				}
+			}
+			next = ft
+		}
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return errSyntax
+		}
+		p.i++
+		if err := p.value(next); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return errSyntax
+		}
+		p.i++
+		switch p.b[p.i-1] {
+		case ',':
+		case '}':
+			return nil
+		default:
+			return errSyntax
+		}
+	}
+}
