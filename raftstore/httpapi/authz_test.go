@@ -39,10 +39,20 @@ type tlsCluster struct {
 // business, not authorization's).
 func startTLSCluster(t *testing.T, n int, quota lease.Quota) *tlsCluster {
 	t.Helper()
+	return startTLSClusterWith(t, n, quota, func(*httpapi.Config) {})
+}
+
+// startTLSClusterWith is startTLSCluster with mod applied to every
+// member's API configuration.
+func startTLSClusterWith(t *testing.T, n int, quota lease.Quota, mod func(*httpapi.Config)) *tlsCluster {
+	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
 	c := &tlsCluster{kit: pkitest.New(t, "test CA"), audit: logs}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
+		hc := httpapi.Config{Addr: "127.0.0.1:0", TLS: c.kit.Source(pki.RoleMember, id),
+			AuditLogger: zap.New(core), BodyReaders: []string{"auditor"}}
+		mod(&hc)
 		nd, err := node.Start(node.Config{
 			Store: raftstore.Config{
 				NodeID: id, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", Bootstrap: i == 0,
@@ -50,8 +60,7 @@ func startTLSCluster(t *testing.T, n int, quota lease.Quota) *tlsCluster {
 				LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 				Quota: quota,
 			},
-			HTTP: httpapi.Config{Addr: "127.0.0.1:0", TLS: c.kit.Source(pki.RoleMember, id),
-				AuditLogger: zap.New(core), BodyReaders: []string{"auditor"}},
+			HTTP:   hc,
 			Logger: zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).With(zap.String("node", id)),
 		})
 		require.NoError(t, err)
@@ -320,4 +329,22 @@ func TestAuthzQuotas(t *testing.T) {
 	// Acquiring an existing task takes no quota.
 	require.Equal(t, http.StatusOK, a.do("POST", taskURL(api.PathAcquire, "t0"), api.AcquireRequest{SessionID: s1.SessionID}).status)
 	require.Equal(t, http.StatusCreated, b.do("POST", api.PathTasks, api.CreateTaskRequest{TaskID: "tb"}).status)
+}
+
+// TestAuthzRateLimited: one identity past its request rate gets 429 with
+// Retry-After; another identity is not affected.
+func TestAuthzRateLimited(t *testing.T) {
+	c := startTLSClusterWith(t, 1, lease.Quota{}, func(h *httpapi.Config) { h.RatePerIdentity, h.RateBurst = 1, 5 })
+	a, b := c.as(t, 0, reader), c.as(t, 0, auditor)
+	limited := 0
+	for range 10 {
+		r := a.do("GET", api.PathLeases, nil)
+		if r.status == http.StatusTooManyRequests {
+			limited++
+			require.Equal(t, httpapi.CodeRateLimited, r.problem(t).Code)
+			require.NotEmpty(t, r.header["Retry-After"])
+		}
+	}
+	require.GreaterOrEqual(t, limited, 4, "a burst of 5 at 1/s leaves at most 6 of 10 through")
+	require.Equal(t, http.StatusOK, b.do("GET", api.PathLeases, nil).status)
 }

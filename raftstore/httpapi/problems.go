@@ -23,6 +23,8 @@ const CodeUnknownProfile = api.CodeUnknownProfile
 const (
 	CodeUnauthenticated = "unauthenticated"
 	CodeForbidden       = "forbidden"
+	// CodeRateLimited: the caller's identity is over its request rate.
+	CodeRateLimited = "rate_limited"
 )
 
 // retryAfterSeconds is the Retry-After of every 503: an election with the
@@ -54,6 +56,7 @@ var problemTable = func() []problemMapping {
 		{ErrForwardBroken, http.StatusBadGateway, api.CodeUnknownOutcome},
 		{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
 		{ErrForbidden, http.StatusForbidden, CodeForbidden},
+		{ErrRateLimited, http.StatusTooManyRequests, CodeRateLimited},
 
 		{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
 		// ErrNotLeader only reaches this table when forwarding was impossible.
@@ -113,7 +116,7 @@ func writeProblem(rc *fasthttp.RequestCtx, p api.Problem) {
 		body = []byte(`{"code":"internal"}`)
 	}
 	rc.Response.Header.SetContentType(api.ProblemContentType)
-	if p.Status == http.StatusServiceUnavailable {
+	if p.Status == http.StatusServiceUnavailable || p.Code == CodeRateLimited {
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	rc.SetStatusCode(p.Status)

@@ -85,6 +85,10 @@ type Config struct {
 	// BodyReaders names reader identities that may also read bodies
 	// (PermReadBodies): payloads, checkpoint data, signals, results.
 	BodyReaders []string
+	// RatePerIdentity and RateBurst bound each identity's requests per
+	// second (DefaultRatePerIdentity, DefaultRateBurst); 429 past them.
+	RatePerIdentity int
+	RateBurst       int
 	// AuditLogger receives the audit log (operator actions, membership
 	// changes, body reads and every denial); nil uses Logger named "audit".
 	AuditLogger *zap.Logger
@@ -99,6 +103,8 @@ func (c Config) withDefaults() Config {
 	}
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&c.MaxListBytes, DefaultMaxListBytes)
+	setDefault(&c.RatePerIdentity, DefaultRatePerIdentity)
+	setDefault(&c.RateBurst, DefaultRateBurst)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
@@ -119,8 +125,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is required", ErrConfig)
-	case c.MaxBodyBytes < 0, c.MaxListBytes < 0:
-		return fmt.Errorf("%w: MaxBodyBytes and MaxListBytes must not be negative", ErrConfig)
+	case c.MaxBodyBytes < 0, c.MaxListBytes < 0, c.RatePerIdentity < 0, c.RateBurst < 0:
+		return fmt.Errorf("%w: MaxBodyBytes, MaxListBytes, RatePerIdentity and RateBurst must not be negative", ErrConfig)
 	case c.ReadTimeout < 0, c.WriteTimeout < 0, c.IdleTimeout < 0:
 		return fmt.Errorf("%w: ReadTimeout, WriteTimeout and IdleTimeout must not be negative", ErrConfig)
 	case c.ForwardTimeout < 0, c.RequestTimeout < 0, c.ShutdownWait < 0:
@@ -144,6 +150,7 @@ type Server struct {
 	// auditLog records operator actions and denials (authz.go).
 	auditLog    *zap.Logger
 	bodyReaders map[string]bool
+	limiter     *limiter
 
 	// readCtx parents the context of every read (GET, HEAD) and is
 	// cancelled when Close starts: a read, long polls included, can be
@@ -166,7 +173,8 @@ func New(cfg Config, store Store) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes(),
-		auditLog: cfg.AuditLogger, bodyReaders: map[string]bool{}}
+		auditLog: cfg.AuditLogger, bodyReaders: map[string]bool{},
+		limiter: newLimiter(cfg.RatePerIdentity, cfg.RateBurst, time.Now)}
 	for _, n := range cfg.BodyReaders {
 		s.bodyReaders[n] = true
 	}
@@ -323,6 +331,9 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			perm = ep.perm
 			if who, err = s.identify(rc); err == nil {
 				err = s.authorize(who, ep)
+			}
+			if err == nil {
+				err = s.limit(who)
 			}
 		}
 		switch {
