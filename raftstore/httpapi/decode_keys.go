@@ -79,17 +79,37 @@ func walkValue(dec *json.Decoder, t reflect.Type) error {
 	return nil
 }
 
-func walkObject(dec *json.Decoder, t reflect.Type) error {
-	var fields map[string]reflect.Type
-	var elem reflect.Type
+// objectTypes returns what an object decoding into t holds: the fields of
+// a struct, or the element type of a map (nil, nil when unknown).
+func objectTypes(t reflect.Type) (fields map[string]reflect.Type, elem reflect.Type) {
 	if t != nil {
 		switch t.Kind() {
 		case reflect.Struct:
-			fields = jsonFields(t)
+			return jsonFields(t), nil
 		case reflect.Map:
-			elem = t.Elem()
+			return nil, t.Elem()
 		}
 	}
+	return nil, nil
+}
+
+// fieldType returns the type of key in a struct's fields, refusing a key
+// that names a field in another case (nil for an unknown key, which the
+// decoder refuses).
+func fieldType(fields map[string]reflect.Type, key string) (reflect.Type, error) {
+	if ft, ok := fields[key]; ok {
+		return ft, nil
+	}
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			return nil, fmt.Errorf("%w: key %q must be spelled %q (field names are case-sensitive)", ErrUnknownField, key, name)
+		}
+	}
+	return nil, nil
+}
+
+func walkObject(dec *json.Decoder, t reflect.Type) error {
+	fields, elem := objectTypes(t)
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -103,15 +123,10 @@ func walkObject(dec *json.Decoder, t reflect.Type) error {
 		seen[key] = true
 		next := elem
 		if fields != nil {
-			ft, ok := fields[key]
-			if !ok {
-				for name := range fields {
-					if strings.EqualFold(name, key) {
-						return fmt.Errorf("%w: key %q must be spelled %q (field names are case-sensitive)", ErrUnknownField, key, name)
-					}
-				}
+			var err error
+			if next, err = fieldType(fields, key); err != nil {
+				return err
 			}
-			next = ft
 		}
 		if err := walkValue(dec, next); err != nil {
 			return err

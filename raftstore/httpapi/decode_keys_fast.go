@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
-	"strings"
 )
 
 // errSlow sends scanKeys' caller to the token walk: a key with an escape
@@ -24,16 +23,7 @@ type keyScanner struct {
 	i int
 }
 
-func (p *keyScanner) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *keyScanner) ws() { p.i = skipWS(p.b, p.i) }
 
 // str consumes a string and returns its raw bytes; escaped reports a
 // backslash inside.
@@ -84,17 +74,8 @@ func (p *keyScanner) value(t reflect.Type) error {
 			if err := p.value(elem); err != nil {
 				return err
 			}
-			p.ws()
-			if p.i >= len(p.b) {
-				return errSyntax
-			}
-			p.i++
-			switch p.b[p.i-1] {
-			case ',':
-			case ']':
-				return nil
-			default:
-				return errSyntax
+			if done, err := p.next(']'); done || err != nil {
+				return err
 			}
 		}
 	case '"':
@@ -114,16 +95,7 @@ func (p *keyScanner) value(t reflect.Type) error {
 
 func (p *keyScanner) object(t reflect.Type) error {
 	p.i++ // '{'
-	var fields map[string]reflect.Type
-	var elem reflect.Type
-	if t != nil {
-		switch t.Kind() {
-		case reflect.Struct:
-			fields = jsonFields(t)
-		case reflect.Map:
-			elem = t.Elem()
-		}
-	}
+	fields, elem := objectTypes(t)
 	var seen [maxFastKeys][]byte
 	n := 0
 	p.ws()
@@ -149,15 +121,12 @@ func (p *keyScanner) object(t reflect.Type) error {
 		n++
 		next := elem
 		if fields != nil {
-			ft, ok := fields[string(key)] // no allocation for a map index
-			if !ok {
-				for name := range fields {
-					if strings.EqualFold(name, string(key)) {
-						return fmt.Errorf("%w: key %q must be spelled %q (field names are case-sensitive)", ErrUnknownField, key, name)
-					}
-				}
+			// string(key) as a map index does not allocate; fieldType's
+			// error path may.
+			var err error
+			if next, err = fieldType(fields, string(key)); err != nil {
+				return err
 			}
-			next = ft
 		}
 		p.ws()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
@@ -167,17 +136,25 @@ func (p *keyScanner) object(t reflect.Type) error {
 		if err := p.value(next); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return errSyntax
-		}
-		p.i++
-		switch p.b[p.i-1] {
-		case ',':
-		case '}':
-			return nil
-		default:
-			return errSyntax
+		if done, err := p.next('}'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// next consumes what follows a member of an array or object: ',' (more
+// to come) or the closing byte (done).
+func (p *keyScanner) next(closing byte) (done bool, err error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, errSyntax
+	}
+	p.i++
+	switch p.b[p.i-1] {
+	case ',':
+		return false, nil
+	case closing:
+		return true, nil
+	}
+	return false, errSyntax
 }
