@@ -111,6 +111,13 @@ const exampleSidecar = `# fencepost sidecar: runs beside one worker, heartbeats 
 ` + header + `
 # Required: cluster HTTP endpoints (any member; followers forward).
 cluster: [127.0.0.1:7400]
+cluster_tls:
+  # The sidecar's identity toward the cluster ('fencepost tls cert create
+  # --sidecar --name <worker_id>'): HTTPS to the members, verified against
+  # ca_file. Empty: plain HTTP, allowed only for endpoints on loopback.
+  ca_file: ""
+  cert_file: ""
+  key_file: ""
 # Worker id recorded in leases. Empty: derived from the host name.
 worker_id: ""
 # The worker's HTTP_PROXY. Loopback only.
@@ -191,10 +198,10 @@ addr: 127.0.0.1:7490
 # token must be signed; an unknown key id fetches the keys again (at most
 # every 5s).
 keys_from: ""
-# CA certificate (PEM) that verifies an https keys_from, normally the
-# cluster CA (tls/ca.pem). Empty: the system roots.
+# Cluster CA certificate: fetch the keys over HTTPS, verifying the cluster.
+# Empty: plain HTTP, allowed only for a keys_from on loopback.
 keys_ca_file: ""
-# Reject tokens without a valid signature (the default with keys_from).
+# Reject tokens without a valid signature. The default with keys_from; needs it.
 require_signature: false
 # Accept unsigned tokens although keys_from is set. Unsafe: an unsigned
 # epoch 2^64-1 locks a task's real owner out for good.

@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Fenced configures the reference fenced downstream service (fencepost
 // fenced): a small HTTP service that accepts writes only with a current
 // fencing token, used by the demo and the tests.
@@ -10,9 +12,10 @@ type Fenced struct {
 	// from; empty means signatures are not checked. With keys, every token
 	// must carry a valid signature unless AllowUnsigned says otherwise.
 	KeysFrom string `yaml:"keys_from" doc:"cluster endpoint to fetch signing public keys from"`
-	// KeysCAFile is the CA certificate (PEM) an https keys_from is verified
-	// with, normally the cluster CA; empty uses the system roots.
-	KeysCAFile string `yaml:"keys_ca_file" doc:"CA certificate (PEM) that verifies an https keys_from (default: system roots)"`
+	// KeysCAFile is the cluster CA: keys are then fetched over HTTPS and
+	// the cluster verified against it. Empty: plain HTTP, allowed only for
+	// a keys_from on loopback.
+	KeysCAFile string `yaml:"keys_ca_file" doc:"cluster CA certificate: fetch keys over HTTPS, verifying the cluster"`
 	// RequireSignature rejects tokens without a valid signature. It is what
 	// keys_from implies already; setting it without keys_from is an error.
 	RequireSignature bool `yaml:"require_signature" doc:"reject tokens without a valid signature (the default with keys_from; needs keys_from)"`
@@ -43,6 +46,13 @@ func (f *Fenced) Validate() error {
 	checkAddr(&p, "addr", f.Addr)
 	if f.KeysFrom != "" {
 		checkEndpoint(&p, "keys_from", f.KeysFrom)
+		switch {
+		case f.KeysCAFile != "":
+		case strings.HasPrefix(f.KeysFrom, "https://"):
+			p.invalid("keys_ca_file", "must be set for an https:// keys_from (%q): the cluster is verified against it", f.KeysFrom)
+		default:
+			requireLoopbackWithoutTLS(&p, "keys_ca_file", [2]string{"keys_from", strings.TrimPrefix(f.KeysFrom, "http://")})
+		}
 	}
 	if f.RequireSignature && f.KeysFrom == "" {
 		p.invalid("require_signature", "needs keys_from: signatures are checked against the cluster's public keys")
@@ -61,5 +71,6 @@ func (f *Fenced) Validate() error {
 func (f *Fenced) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "addr", f.Addr)
+	checkReadable(&p, "keys_ca_file", f.KeysCAFile)
 	return p.err()
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fencepost/fencepost/raftstore"
 )
 
 // Server configures one node of the lease cluster (fencepost server).
@@ -117,40 +119,42 @@ type Profile struct {
 
 // Signing configures the Ed25519 key that signs fencing tokens.
 type Signing struct {
-	// KeyFile is a PEM or raw Ed25519 private key. Empty means the cluster
-	// generates a key at bootstrap and replicates it.
-	KeyFile string `yaml:"key_file" doc:"Ed25519 private key file (default: generated at bootstrap and replicated)"`
+	// KeyFile is a PEM or raw Ed25519 private key, the same file on every
+	// member; only its public half is replicated. Empty: nothing is signed.
+	KeyFile string `yaml:"key_file" doc:"Ed25519 private key file, the same on every member; it never enters the raft log (empty: tokens are not signed)"`
 }
 
 // DefaultServer returns the server defaults. NodeID, DataDir, RaftAdvertise
 // and Bootstrap are left empty: Load derives them once every layer is applied.
 func DefaultServer() *Server {
+	// Every value the store has a default for comes from raftstore, which
+	// owns it; only the addresses are the CLI's own.
+	profiles := map[string]Profile{}
+	for name, p := range raftstore.DefaultProfiles() {
+		profiles[name] = Profile{TTL: Duration(p.TTL), Heartbeat: Duration(p.Heartbeat)}
+	}
 	return &Server{
 		HTTPAddr: "127.0.0.1:7400",
 		RaftAddr: "127.0.0.1:7401",
 		Raft: Raft{
-			HeartbeatTimeout:   Duration(100 * time.Millisecond),
-			ElectionTimeout:    Duration(300 * time.Millisecond),
-			LeaderLeaseTimeout: Duration(100 * time.Millisecond),
-			CommitTimeout:      Duration(5 * time.Millisecond),
-			SnapshotInterval:   Duration(30 * time.Second),
-			SnapshotThreshold:  8192,
-			TrailingLogs:       10240,
+			HeartbeatTimeout:   Duration(raftstore.DefaultHeartbeatTimeout),
+			ElectionTimeout:    Duration(raftstore.DefaultElectionTimeout),
+			LeaderLeaseTimeout: Duration(raftstore.DefaultLeaderLeaseTimeout),
+			CommitTimeout:      Duration(raftstore.DefaultCommitTimeout),
+			SnapshotInterval:   Duration(raftstore.DefaultSnapshotInterval),
+			SnapshotThreshold:  raftstore.DefaultSnapshotThreshold,
+			TrailingLogs:       raftstore.DefaultTrailingLogs,
 		},
 		Leases: Leases{
-			DefaultProfile: "short",
-			// The brief's short default of 20s/7s breaks heartbeat <= ttl/3,
-			// so the TTL is raised to 21s rather than the heartbeat lowered.
-			Profiles: map[string]Profile{
-				"short":    {TTL: Duration(21 * time.Second), Heartbeat: Duration(7 * time.Second)},
-				"workflow": {TTL: Duration(45 * time.Second), Heartbeat: Duration(15 * time.Second)},
-			},
-			Grace:              Duration(5 * time.Second),
-			MinTTL:             Duration(time.Second),
-			MaxTTL:             Duration(10 * time.Minute),
-			CheckpointMaxBytes: 1 << 20,
-			MaxTaskIDBytes:     256,
-			Quota:              Quota{Sessions: 64, Tasks: 100_000, Bytes: 1 << 30},
+			DefaultProfile:     raftstore.DefaultProfileName,
+			Profiles:           profiles,
+			Grace:              Duration(raftstore.DefaultGrace),
+			MinTTL:             Duration(raftstore.DefaultMinTTL),
+			MaxTTL:             Duration(raftstore.DefaultMaxTTL),
+			CheckpointMaxBytes: raftstore.DefaultCheckpointMaxBytes,
+			MaxTaskIDBytes:     raftstore.DefaultMaxTaskIDBytes,
+			Quota: Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
+				Bytes: raftstore.DefaultQuotaBytes},
 		},
 		Log: defaultLog(),
 	}
@@ -305,7 +309,7 @@ func (l Leases) validate(p *problems, election Duration) {
 	if _, ok := l.Profiles[l.DefaultProfile]; !ok && len(names) > 0 {
 		p.invalid("leases.default_profile", "must name a profile in leases.profiles (%s), got %q", quoteList(names), l.DefaultProfile)
 	}
-	minByElection := election * 3 / 2
+	minByElection := Duration(raftstore.MinTTL(election.Std()))
 	for _, name := range names {
 		prof := l.Profiles[name]
 		key := "leases.profiles." + name
@@ -325,8 +329,8 @@ func (l Leases) validate(p *problems, election Duration) {
 		switch {
 		case prof.Heartbeat <= 0:
 			p.invalid(key+".heartbeat", "must be > 0 (got %s)", prof.Heartbeat)
-		case prof.TTL > 0 && prof.Heartbeat > prof.TTL/3:
-			p.invalid(key+".heartbeat", "must be <= ttl/3 (ttl %s → max %s, got %s)", prof.TTL, ms(prof.TTL/3), prof.Heartbeat)
+		case prof.TTL > 0 && prof.Heartbeat > Duration(raftstore.MaxHeartbeat(prof.TTL.Std())):
+			p.invalid(key+".heartbeat", "must be <= ttl/3 (ttl %s → max %s, got %s)", prof.TTL, ms(Duration(raftstore.MaxHeartbeat(prof.TTL.Std()))), prof.Heartbeat)
 		}
 	}
 }

@@ -2,7 +2,8 @@ package config
 
 import (
 	"strings"
-	"time"
+
+	"github.com/fencepost/fencepost/proxy"
 )
 
 // Sidecar configures the per-worker sidecar (fencepost sidecar): the
@@ -11,6 +12,11 @@ type Sidecar struct {
 	// Cluster lists cluster HTTP endpoints; any member will do, followers
 	// forward to the leader.
 	Cluster []string `yaml:"cluster" doc:"cluster HTTP endpoints (required, comma-separated)"`
+	// ClusterTLS is the sidecar's identity toward the cluster: HTTPS to
+	// the members, verified against the cluster CA, with a sidecar
+	// certificate (name it after worker_id). Empty: plain HTTP, allowed
+	// only for cluster endpoints on loopback.
+	ClusterTLS CertFiles `yaml:"cluster_tls"`
 	// WorkerID names the worker in leases and logs.
 	WorkerID string `yaml:"worker_id" doc:"worker id recorded in leases (default: derived from the host name)"`
 	// ProxyAddr is the worker's HTTP_PROXY; loopback only.
@@ -144,25 +150,26 @@ type Timeouts struct {
 // DefaultSidecar returns the sidecar defaults. Cluster has no default and
 // WorkerID is derived from the host name by Load.
 func DefaultSidecar() *Sidecar {
+	// Every value comes from package proxy, which owns it.
 	return &Sidecar{
-		ProxyAddr:   "127.0.0.1:7480",
-		ControlAddr: "127.0.0.1:7481",
+		ProxyAddr:   proxy.DefaultProxyAddr,
+		ControlAddr: proxy.DefaultControlAddr,
 		Heartbeat: SidecarHeartbeat{
-			Drift:       0.01,
-			MarginFloor: Duration(200 * time.Millisecond),
+			Drift:       proxy.DefaultDrift,
+			MarginFloor: Duration(proxy.DefaultMarginFloor),
 		},
-		Writes: Writes{ReadsWithoutLease: "allow"},
+		Writes: Writes{ReadsWithoutLease: string(proxy.ReadsAllow)},
 		Limits: Limits{
-			MaxRequestBody:  10 << 20,
-			MaxResponseBody: 64 << 20,
-			MaxHeaderBytes:  64 << 10,
+			MaxRequestBody:  proxy.DefaultMaxRequestBody,
+			MaxResponseBody: proxy.DefaultMaxResponseBody,
+			MaxHeaderBytes:  proxy.DefaultMaxHeaderBytes,
 		},
 		Timeouts: Timeouts{
-			Dial:     Duration(5 * time.Second),
-			Upstream: Duration(60 * time.Second),
-			Idle:     Duration(90 * time.Second),
+			Dial:     Duration(proxy.DefaultDialTimeout),
+			Upstream: Duration(proxy.DefaultUpstreamTimeout),
+			Idle:     Duration(proxy.DefaultIdleTimeout),
 		},
-		DrainTimeout: Duration(30 * time.Second),
+		DrainTimeout: Duration(proxy.DefaultDrainTimeout),
 		Log:          defaultLog(),
 	}
 }
@@ -185,7 +192,15 @@ func (s *Sidecar) Validate() error {
 	}
 	for i, ep := range s.Cluster {
 		checkEndpoint(&p, indexKey("cluster", i), ep)
+		switch {
+		case s.ClusterTLS.Enabled():
+		case strings.HasPrefix(ep, "https://"):
+			p.invalid("cluster_tls.ca_file", "must be set for an https:// endpoint (%s %q): the sidecar verifies the cluster against it", indexKey("cluster", i), ep)
+		default:
+			requireLoopbackWithoutTLS(&p, "cluster_tls.cert_file", [2]string{indexKey("cluster", i), strings.TrimPrefix(ep, "http://")})
+		}
 	}
+	s.ClusterTLS.validate(&p, "cluster_tls")
 	checkName(&p, "worker_id", s.WorkerID)
 	checkLoopbackAddr(&p, "proxy_addr", s.ProxyAddr)
 	checkLoopbackAddr(&p, "control_addr", s.ControlAddr)
@@ -316,6 +331,7 @@ func (s *Sidecar) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "proxy_addr", s.ProxyAddr)
 	checkPortFree(&p, "control_addr", s.ControlAddr)
+	s.ClusterTLS.checkRuntime(&p, "cluster_tls")
 	if s.MetricsAddr != "" {
 		checkPortFree(&p, "metrics_addr", s.MetricsAddr)
 	}

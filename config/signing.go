@@ -11,7 +11,7 @@ import (
 // LoadKey reads signing.key_file: a PEM "PRIVATE KEY" (PKCS #8, as
 // `openssl genpkey -algorithm ed25519` writes), or the raw 32-byte seed or
 // 64-byte private key. An empty key_file returns nil: the cluster then
-// generates a key at bootstrap and replicates it.
+// signs nothing.
 func (s Signing) LoadKey() (ed25519.PrivateKey, error) {
 	if s.KeyFile == "" {
 		return nil, nil

@@ -100,6 +100,7 @@ drain_timeout: -1s
 	_, err = Parse(RoleSidecar, []byte(body), "sc.yaml")
 	require.ErrorIs(t, err, ErrInvalid)
 	require.Equal(t, []string{
+		`config: cluster_tls.ca_file: must be set for an https:// endpoint (cluster[1] "https://c.example.com"): the sidecar verifies the cluster against it`,
 		`config: proxy_addr: must listen on loopback (127.0.0.1, ::1 or localhost) so only the local worker can use it (got "0.0.0.0:7480")`,
 		`config: control_addr: must listen on loopback (127.0.0.1, ::1 or localhost) so only the local worker can use it (got "10.1.2.3:7481")`,
 		`config: profile: is only used in one-task mode; set task too`,

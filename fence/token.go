@@ -79,7 +79,7 @@ func FormatEpoch(e uint64) string {
 // ErrMalformedTask. Control characters are excluded because the signed
 // message separates its fields with newlines.
 func ValidTask(s string) error {
-	if err := validID(s); err != nil {
+	if err := ValidID(s, MaxTaskLen); err != nil {
 		return fmt.Errorf("%w: %s", ErrMalformedTask, err)
 	}
 	return nil
@@ -88,7 +88,7 @@ func ValidTask(s string) error {
 // ValidHolder reports whether s is a well-formed holder id; same syntax as
 // a task id. The error wraps ErrMalformedHolder.
 func ValidHolder(s string) error {
-	if err := validID(s); err != nil {
+	if err := ValidID(s, MaxTaskLen); err != nil {
 		return fmt.Errorf("%w: %s", ErrMalformedHolder, err)
 	}
 	return nil
@@ -100,12 +100,16 @@ type idError string
 // Error implements error.
 func (e idError) Error() string { return string(e) }
 
-func validID(s string) error {
+// ValidID reports why s is not a well-formed identifier (nil when it is):
+// 1..maxBytes bytes of valid UTF-8 without control characters. It is the
+// one statement of that rule; task and holder ids (ValidTask, ValidHolder)
+// and the lease cluster's ids (sessions, workers, keys) all use it.
+func ValidID(s string, maxBytes int) error {
 	if s == "" {
 		return idError("empty")
 	}
-	if len(s) > MaxTaskLen {
-		return idError(fmt.Sprintf("longer than %d bytes", MaxTaskLen))
+	if len(s) > maxBytes {
+		return idError(fmt.Sprintf("longer than %d bytes", maxBytes))
 	}
 	for i, r := range s {
 		if r == utf8.RuneError {

@@ -25,15 +25,6 @@ func normalizeRules(in []WriteRule) []WriteRule {
 	return out
 }
 
-// target is the parsed destination of a request, as classification
-// needs it.
-type target struct {
-	host     string // lower-case host name without port
-	hostPort string // lower-case host:port (port defaulted)
-	rawPath  string // path as the worker sent it
-	normPath string // path after percent-decoding and dot-segment removal
-}
-
 // isWrite classifies a request. Rules are tried in order and the first
 // match decides; without a match, the method decides.
 func isWrite(rules []WriteRule, method string, t target) bool {

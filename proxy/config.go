@@ -68,10 +68,10 @@ type Config struct {
 	// header. Required.
 	WorkerID string
 	// ProxyAddr is the loopback address of the forward proxy.
-	// Default 127.0.0.1:4780.
+	// Default 127.0.0.1:7480.
 	ProxyAddr string
 	// ControlAddr is the loopback address of the control API, health and
-	// metrics. Default 127.0.0.1:4781.
+	// metrics. Default 127.0.0.1:7481.
 	ControlAddr string
 	// MetricsAddr, when set, serves only /metrics, /healthz and /readyz on
 	// an address that may be non-loopback, so kubelet probes and Prometheus
@@ -117,9 +117,9 @@ type Config struct {
 	// MaxRequestBody bounds a request body. Default 10 MiB.
 	MaxRequestBody int
 	// MaxResponseBody bounds a response body; a longer one is cut.
-	// Default 256 MiB.
+	// Default 64 MiB.
 	MaxResponseBody int64
-	// MaxHeaderBytes bounds a request's header block. Default 16 KiB.
+	// MaxHeaderBytes bounds a request's header block. Default 64 KiB.
 	MaxHeaderBytes int
 
 	// DialTimeout bounds connecting upstream. Default 5s.
@@ -147,17 +147,19 @@ type Config struct {
 	Clock Clock
 }
 
-// Default values of Config fields.
+// Default values of Config fields. They are the sidecar's defaults
+// everywhere: package config builds the CLI's defaults from them, and a
+// test there proves the two agree.
 const (
-	DefaultProxyAddr        = "127.0.0.1:4780"
-	DefaultControlAddr      = "127.0.0.1:4781"
+	DefaultProxyAddr        = "127.0.0.1:7480"
+	DefaultControlAddr      = "127.0.0.1:7481"
 	DefaultDrift            = 0.01
 	DefaultMarginFloor      = 200 * time.Millisecond
 	DefaultSessionHeartbeat = 5 * time.Second
 	DefaultClusterTimeout   = 5 * time.Second
 	DefaultMaxRequestBody   = 10 << 20
-	DefaultMaxResponseBody  = 256 << 20
-	DefaultMaxHeaderBytes   = 16 << 10
+	DefaultMaxResponseBody  = 64 << 20
+	DefaultMaxHeaderBytes   = 64 << 10
 	DefaultMaxJournalBody   = 1 << 20
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultUpstreamTimeout  = 60 * time.Second
@@ -166,8 +168,9 @@ const (
 	DefaultDrainTimeout     = 30 * time.Second
 )
 
-// withDefaults returns c with every zero field set to its default.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero field set to its default: the
+// configuration New runs with.
+func (c Config) WithDefaults() Config {
 	setStr := func(p *string, v string) {
 		if *p == "" {
 			*p = v
@@ -221,7 +224,7 @@ func (c Config) withDefaults() Config {
 // Validate checks c after defaults are applied. Each error wraps
 // ErrInvalidConfig and names the field and the rule it breaks.
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestConfigDefaults(t *testing.T) {
-	c := Config{WorkerID: "w"}.withDefaults()
+	c := Config{WorkerID: "w"}.WithDefaults()
 	require.NoError(t, Config{WorkerID: "w"}.Validate())
 	require.Equal(t, DefaultProxyAddr, c.ProxyAddr)
 	require.Equal(t, 0.01, c.Drift)

@@ -10,26 +10,26 @@ import (
 	"go.uber.org/zap"
 )
 
-// handleConnect serves CONNECT. The sidecar cannot see inside a tunnel,
-// so it cannot stamp or block individual writes: tunnels go only to
+// connect serves CONNECT. The sidecar cannot see inside a tunnel, so it
+// cannot stamp or block individual writes: tunnels go only to
 // allow-listed targets, only while the request's lease is current, and
 // every tunnel of a lease is closed the moment the lease stops being
 // current.
-func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
+func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
 	host, port, err := splitAuthority(raw)
 	if err != nil || port == "" {
-		s.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad CONNECT target",
+		p.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad CONNECT target",
 			detail: "CONNECT needs host:port, got " + quoteBounded(raw)})
 		return
 	}
 	hp := net.JoinHostPort(host, port)
-	if e := s.refuseSelfTarget(host, port); e != nil {
-		s.refuse(ctx, e)
+	if e := p.refuseSelfTarget(host, port); e != nil {
+		p.refuse(ctx, e)
 		return
 	}
-	if !s.allow[hp] {
-		s.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
+	if !p.allow[hp] {
+		p.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
 			detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
 				": call http://" + host + " and configure tls.originate for it (the sidecar then speaks TLS upstream), or add " + hp + " to connect.allow"})
 		return
@@ -37,36 +37,36 @@ func (s *Sidecar) handleConnect(ctx *fasthttp.RequestCtx) {
 	scan := scanRequest(&ctx.Request.Header)
 	task, serr := selectedTask(&scan)
 	if serr != nil {
-		s.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: serr.Error()})
+		p.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: serr.Error()})
 		return
 	}
-	l, why := s.leases.current(task, s.clock.Now())
+	l, why := p.keeper.check(task)
 	if why != "" {
-		s.refuse(ctx, blockedReply(why, l, task, true))
+		p.refuse(ctx, p.blocked(why, l, task, true))
 		return
 	}
-	up, err := net.DialTimeout("tcp", dialTarget(hp), s.cfg.DialTimeout)
+	up, err := net.DialTimeout("tcp", dialTarget(hp), p.cfg.DialTimeout)
 	if err != nil {
-		s.metrics.forwarded.Inc()
+		p.metrics.forwarded.Inc()
 		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
 		return
 	}
 	t := &tunnel{up: up}
-	if !l.gen.track(t, true) {
+	if !l.t.st.track(l.t.gen, t, true) {
 		_ = up.Close()
-		s.refuse(ctx, blockedReply(reasonExpired, l, task, true))
+		p.refuse(ctx, p.blocked(reasonExpired, l, task, true))
 		return
 	}
-	s.metrics.forwarded.Inc()
-	if ce := s.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
+	p.metrics.forwarded.Inc()
+	if ce := p.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
 		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
 	}
-	gen := l.gen
-	s.serving.Add(1)
+	st := l.t.st
+	p.tunnels.Add(1)
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
-		defer s.serving.Done()
-		defer gen.untrack(t)
+		defer p.tunnels.Done()
+		defer st.untrack(t)
 		defer t.Close()
 		if !t.attach(c) {
 			return

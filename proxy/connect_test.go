@@ -71,8 +71,8 @@ func TestConnectFencedAllowedAndCut(t *testing.T) {
 
 	// Losing the lease closes the tunnel.
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.heartbeat(t.Context(), s.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
 	_, err = br.ReadByte()
 	require.Error(t, err, "tunnel closed")
-	require.Equal(t, 1.0, counterValue(t, s.metrics.tunnelsCut))
+	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.tunnelsCut))
 }

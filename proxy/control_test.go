@@ -102,7 +102,7 @@ func TestControlStaleEpochDropsLease(t *testing.T) {
 	fc.mu.Unlock()
 	code, body := ctl(t, s, "POST", PathCheckpoint, `{"taskId":"t"}`)
 	require.Equal(t, 409, code, body)
-	_, why := s.leases.current("t", time.Now())
+	_, why := s.keeper.table.current("t", time.Now())
 	require.Equal(t, reasonLost, why, "the cluster's word beats the local deadline")
 }
 
@@ -122,7 +122,7 @@ func TestEventsStream(t *testing.T) {
 
 	mustAcquire(t, s, "t")
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.heartbeat(t.Context(), s.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
 	var kinds []string
 	for len(kinds) < 2 {
 		line, err := br.ReadString('\n')
@@ -167,7 +167,7 @@ func TestControlModelErrorsFollowTheModelTable(t *testing.T) {
 	require.NoError(t, err)
 	for _, e := range lease.Errors() {
 		ctx := newTestCtx("POST", "/v1/checkpoint", "")
-		s.controlError(ctx, "", 0, fmt.Errorf("cluster: %w", e.Err))
+		s.control.controlError(ctx, "", 0, fmt.Errorf("cluster: %w", e.Err))
 		require.Equal(t, e.Status, ctx.Response.StatusCode(), "%v", e.Err)
 		p := problemOf(t, string(ctx.Response.Body()))
 		require.Equal(t, e.Code, p.Code)
@@ -175,6 +175,61 @@ func TestControlModelErrorsFollowTheModelTable(t *testing.T) {
 	// The disagreement this table ended: not holding a lease is a 409 on
 	// both APIs.
 	ctx := newTestCtx("POST", "/v1/checkpoint", "")
-	s.controlError(ctx, "", 0, lease.ErrNotHolder)
+	s.control.controlError(ctx, "", 0, lease.ErrNotHolder)
 	require.Equal(t, 409, ctx.Response.StatusCode())
+}
+
+func TestControlDecodeErrorsNameTheField(t *testing.T) {
+	s := startSidecar(t, newFakeCluster(), baseConfig(t))
+	mustAcquire(t, s, "t")
+	for _, c := range []struct{ body, want string }{
+		{`{"seq":"3"}`, `field "seq": must be a JSON number`},
+		{`{"step":7}`, `field "step": must be a JSON string`},
+		{`{"bogus":1}`, `unknown field "bogus"`},
+		{`[1]`, "must be a JSON object"},
+		{`{"seq":`, "ends early"},
+		{`{"seq":1}x`, "trailing data"},
+	} {
+		code, body := ctl(t, s, "POST", PathCheckpoint, c.body)
+		require.Equal(t, 400, code, c.body)
+		require.Contains(t, problemOf(t, body).Detail, c.want, c.body)
+	}
+}
+
+func TestCheckpointDataIsAnyJSONValue(t *testing.T) {
+	fc := newFakeCluster()
+	s := startSidecar(t, fc, baseConfig(t))
+	mustAcquire(t, s, "t")
+	for _, data := range []string{`{"page":3}`, `"page 3"`, `[1,2]`, `42`, `"AQI="`} {
+		code, body := ctl(t, s, "POST", PathCheckpoint, `{"data":`+data+`}`)
+		require.Equal(t, 200, code, body)
+		fc.mu.Lock()
+		stored := string(fc.ckpt["t"].Data)
+		fc.mu.Unlock()
+		require.Equal(t, data, stored, "stored as its JSON text, unchanged")
+	}
+	// The next owner gets it back as the same JSON value.
+	s.keeper.drop("t", 0, reasonReleased, EventReleased, "test")
+	fc.mu.Lock()
+	delete(fc.leases, "t")
+	fc.mu.Unlock()
+	code, body := ctl(t, s, "POST", PathAcquire, `{"taskId":"t"}`)
+	require.Equal(t, 200, code, body)
+	var g GrantReply
+	require.NoError(t, json.Unmarshal([]byte(body), &g))
+	require.JSONEq(t, `"AQI="`, string(g.CheckpointData))
+	require.Equal(t, uint64(5), g.Task.Checkpoint.Seq, "seq 0 means the next one")
+}
+
+func TestControlAmbiguousNamesTheTasks(t *testing.T) {
+	s := startSidecar(t, newFakeCluster(), baseConfig(t))
+	mustAcquire(t, s, "alpha")
+	mustAcquire(t, s, "beta")
+	code, body := ctl(t, s, "POST", PathCheckpoint, `{}`)
+	require.Equal(t, 409, code)
+	var p problem
+	require.NoError(t, json.Unmarshal([]byte(body), &p))
+	require.Equal(t, CodeAmbiguousTask, p.Code)
+	require.Equal(t, []string{"alpha", "beta"}, p.Tasks)
+	require.Contains(t, p.Detail, "taskId")
 }

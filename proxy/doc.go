@@ -7,15 +7,37 @@
 // problem as soon as the sidecar's local view of the lease is no longer
 // current, so it never leaves the pod.
 //
-// The local view is deliberately pessimistic. A lease's local deadline is
-// the send time of the last successful renewal (or of the acquire) on
-// Go's monotonic clock plus the validity the cluster granted, minus a
-// safety margin for clock-rate drift. The deadline is compared with the
-// clock on every request, again right before the send, and by the write's
+// The local view is deliberately pessimistic (DESIGN.md 4.2). A lease's
+// local deadline is the send time of the last successful renewal (or of
+// the acquire) on Go's monotonic clock plus the validity the cluster
+// granted, minus a safety margin for clock-rate drift. One function,
+// leaseState.mayWrite, decides whether a write may leave: it is asked on
+// every request, again right before the send, and by the write's
 // upstream connection before every socket write, so a stuck heartbeat
 // loop (or a descheduled goroutine) cannot let a byte of a write out at
-// or after it; a timer additionally cuts in-flight writes and CONNECT
-// tunnels at that instant.
+// or after the deadline; the watchdog additionally cuts in-flight writes
+// and CONNECT tunnels at that instant.
+//
+// Where things are:
+//
+//   - sidecar.go: Sidecar only wires the parts below and owns Start and
+//     Shutdown.
+//   - keeper.go, keeper_loops.go: the lease keeper — session, heartbeat
+//     loop, session watch, watchdog — over the lease table
+//     (leasetable.go, leaseview.go). A lease's state is leaseState
+//     (leasestate.go): its phase, its deadline (the only copy), its
+//     generation of connections, its transitions and mayWrite.
+//   - pipeline.go: the request pipeline. serve takes one request from any
+//     entry (target.go: absolute form today, a tunnel's origin-form
+//     requests tomorrow) through decide, stamp, journal (journal.go),
+//     forward and relay (relay.go); an exchange owns the request/response
+//     pair and releases it once. respond.go writes every response and
+//     maps upstream failures to problems; connect.go serves CONNECT.
+//   - control.go, control_calls.go, control_types.go: the control API, a
+//     route table over the keeper and the cluster client.
+//   - headers.go, classify.go, idempotency.go, upstream.go, tlsorigin.go:
+//     header scanning and stamping, write classification, key
+//     derivation, pooled upstream clients, TLS origination.
 //
 // Idempotency-Key: a worker-supplied key passes unchanged; else, with an
 // X-Fencing-Action-Id header, "fp1-" + the first 32 hex digits of

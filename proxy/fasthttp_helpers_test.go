@@ -1,10 +1,6 @@
 package proxy
 
-import (
-	"testing"
-
-	"github.com/valyala/fasthttp"
-)
+import "github.com/valyala/fasthttp"
 
 // newTestCtx builds a RequestCtx for an absolute-form request without a
 // connection, for unit tests of the decision path.
@@ -17,8 +13,8 @@ func newTestCtx(method, uri, body string) *fasthttp.RequestCtx {
 	return &ctx
 }
 
-func acquireReq(t testing.TB) *fasthttp.Request {
-	r := fasthttp.AcquireRequest()
-	t.Cleanup(func() { fasthttp.ReleaseRequest(r) })
-	return r
+// newExchange starts an exchange of ctx through s's pipeline, for unit
+// tests of its steps; the caller defers finish, as serve does.
+func newExchange(s *Sidecar, ctx *fasthttp.RequestCtx) *exchange {
+	return &exchange{p: s.pipe, ctx: ctx}
 }

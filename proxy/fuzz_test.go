@@ -47,16 +47,16 @@ func FuzzProxyRequest(f *testing.F) {
 	epoch := uint64(0)
 	f.Fuzz(func(t *testing.T, raw []byte, mode byte) {
 		epoch++
-		s.leases = newLeaseTable(cfg.Drift, cfg.MarginFloor)
+		s.keeper.table = newLeaseTable(cfg.Drift, cfg.MarginFloor)
 		now := clk.Now()
 		if mode%4 != 3 {
-			s.leases.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
+			s.keeper.table.grant(testGrant("task", epoch, 10*time.Second, 3*time.Second), now, now)
 		}
 		switch mode % 4 {
 		case 1:
 			clk.Advance(10 * time.Second)
 		case 2:
-			s.leases.drop("task", 0, reasonRevoked)
+			s.keeper.table.drop("task", 0, reasonRevoked)
 		}
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.DisableNormalizing()
@@ -66,18 +66,19 @@ func FuzzProxyRequest(f *testing.F) {
 		if ctx.IsConnect() {
 			return
 		}
-		d, e := s.decide(&ctx)
-		if e != nil {
+		x := newExchange(s, &ctx)
+		defer x.finish()
+		if e := x.decide(); e != nil {
 			return
 		}
-		req := fasthttp.AcquireRequest()
-		defer fasthttp.ReleaseRequest(req)
-		if e := s.buildRequest(&ctx, req, &d); e != nil {
+		x.req = fasthttp.AcquireRequest()
+		req := x.req
+		if e := x.stamp(); e != nil {
 			return
 		}
 		// Forwarded. Property 1: a write only with a current lease.
-		l, why := s.leases.current("task", clk.Now())
-		if d.write && (why != "" || !d.leased || d.lease.Epoch != l.Epoch) {
+		l, why := s.keeper.table.current("task", clk.Now())
+		if x.write && (why != "" || !x.leased || x.lease.Epoch != l.Epoch) {
 			t.Fatalf("write forwarded without a current lease (mode %d, why %q)", mode, why)
 		}
 		var tokens, fencing [][]byte
@@ -92,7 +93,7 @@ func FuzzProxyRequest(f *testing.F) {
 				t.Fatalf("hop-by-hop header %q forwarded", k)
 			}
 		}
-		if !d.leased {
+		if !x.leased {
 			if len(fencing) != 0 {
 				t.Fatalf("unstamped forward carries %q", fencing)
 			}

@@ -199,8 +199,8 @@ func copyResponseHeaders(dst, src *fasthttp.ResponseHeader) {
 	}
 }
 
-// stamp sets exactly one set of fencing headers for the lease.
-func stamp(h *fasthttp.RequestHeader, l leaseSnap, holder string) {
+// stampHeaders sets exactly one set of fencing headers for the lease.
+func stampHeaders(h *fasthttp.RequestHeader, l leaseRef, holder string) {
 	// The epoch is formatted as fence.FormatEpoch does, into a stack
 	// buffer instead of a string per request.
 	var b [20]byte

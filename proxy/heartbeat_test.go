@@ -51,7 +51,7 @@ func TestHeartbeatIntervalIsSmallestAndRenewsAll(t *testing.T) {
 	fc.hbEvery = 2 * time.Second
 	fc.mu.Unlock()
 	mustAcquire(t, s, "b")
-	require.Equal(t, 2*time.Second, s.leases.interval(time.Minute))
+	require.Equal(t, 2*time.Second, s.keeper.table.interval(time.Minute))
 
 	n := len(fc.heartbeats())
 	// Waiting for the loop to arm its 2s timer, then 2s pass: one heartbeat.
@@ -88,10 +88,10 @@ func TestStuckHeartbeatStillBlocksAtDeadline(t *testing.T) {
 	// returns: the fake blocks on a channel, and the context timeout is
 	// real time). Time passes on the sidecar's clock only.
 	clk.Advance(9799 * time.Millisecond)
-	_, why := s.leases.current("t", clk.Now())
+	_, why := s.keeper.table.current("t", clk.Now())
 	require.Empty(t, why)
 	clk.Advance(time.Millisecond)
-	_, why = s.leases.current("t", clk.Now())
+	_, why = s.keeper.table.current("t", clk.Now())
 	require.Equal(t, reasonExpired, why, "blocked at the deadline even though no heartbeat reply came")
 	// The watchdog publishes the loss.
 	select {
@@ -114,7 +114,7 @@ func TestFailedHeartbeatsRetryAndLeaseExpires(t *testing.T) {
 	n := len(fc.heartbeats())
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool { return len(fc.heartbeats()) >= n+4 }, "retries")
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool {
-		_, why := s.leases.current("t", clk.Now())
+		_, why := s.keeper.table.current("t", clk.Now())
 		return why == reasonExpired
 	}, "expired")
 	// Healing: the next heartbeat revives it (same epoch).
@@ -124,7 +124,7 @@ func TestFailedHeartbeatsRetryAndLeaseExpires(t *testing.T) {
 	fc.hbErr = nil
 	fc.mu.Unlock()
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool {
-		_, why := s.leases.current("t", clk.Now())
+		_, why := s.keeper.table.current("t", clk.Now())
 		return why == ""
 	}, "revived")
 	require.Equal(t, EventRevived, (<-ev).Kind)
@@ -139,10 +139,10 @@ func TestSessionLostDropsLeases(t *testing.T) {
 	fc.mu.Lock()
 	fc.hbErr = lease.ErrSessionNotFound
 	fc.mu.Unlock()
-	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.leases.count() == 0 }, "leases dropped")
+	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.table.count() == 0 }, "leases dropped")
 	require.Equal(t, EventLost, (<-ev).Kind)
 	fc.mu.Lock()
 	fc.hbErr = nil
 	fc.mu.Unlock()
-	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.sessionID() != "" && s.sessionID() != "s1" }, "new session")
+	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.sessionID() != "" && s.keeper.sessionID() != "s1" }, "new session")
 }

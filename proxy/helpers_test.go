@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -32,77 +31,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
 	)
-}
-
-// fakeClock is a manual clock. Its times carry the monotonic reading of
-// the real time it started from, like time.Now.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*fakeTimer]struct{}
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	when time.Time
-	ch   chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now(), timers: make(map[*fakeTimer]struct{})}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, when: c.now.Add(d), ch: make(chan time.Time, 1)}
-	if d <= 0 {
-		t.ch <- c.now
-		return t
-	}
-	c.timers[t] = struct{}{}
-	return t
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, ok := t.c.timers[t]
-	delete(t.c.timers, t)
-	return ok
-}
-
-// Advance moves the clock and fires every timer that became due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.when.After(c.now) {
-			delete(c.timers, t)
-			t.ch <- c.now
-		}
-	}
-}
-
-// pending returns the deadlines of armed timers, earliest first.
-func (c *fakeClock) pending() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []time.Duration
-	for t := range c.timers {
-		out = append(out, t.when.Sub(c.now))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // eventually polls cond until it holds or the deadline passes.
@@ -345,14 +273,14 @@ func startSidecar(t testing.TB, fc Cluster, cfg Config) *Sidecar {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	eventually(t, func() bool { return s.sessionID() != "" }, "session open")
+	eventually(t, func() bool { return s.keeper.sessionID() != "" }, "session open")
 	return s
 }
 
 // mustAcquire acquires taskID through the sidecar.
 func mustAcquire(t testing.TB, s *Sidecar, taskID string) api.Grant {
 	t.Helper()
-	g, err := s.acquire(context.Background(), taskID, false, api.AcquireRequest{Create: true})
+	g, err := s.keeper.acquire(context.Background(), taskID, false, api.AcquireRequest{Create: true})
 	require.NoError(t, err)
 	return g
 }
@@ -446,8 +374,8 @@ func proxyClient(t testing.TB, s *Sidecar, user string) *http.Client {
 }
 
 func checkpointReq(s *Sidecar, task string, seq uint64) api.CheckpointRequest {
-	_, epoch, _ := s.leases.resolve(task)
-	return api.CheckpointRequest{SessionID: s.sessionID(), Epoch: epoch, Seq: seq}
+	_, epoch, _ := s.keeper.table.resolve(task)
+	return api.CheckpointRequest{SessionID: s.keeper.sessionID(), Epoch: epoch, Seq: seq}
 }
 
 // counterValue reads a counter or gauge.

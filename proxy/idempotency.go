@@ -73,7 +73,7 @@ func validKeyText(name, v string, max int) error {
 // key unchanged; else one derived from the action id; else one derived
 // from (checkpoint seq, ordinal), taking the next ordinal only now that
 // the write is about to be sent.
-func (s *Sidecar) idempotencyKey(scan *reqScan, l leaseSnap) (string, bool, error) {
+func (p *pipeline) idempotencyKey(scan *reqScan, l leaseRef) (string, bool, error) {
 	if len(scan.idemKey) > 1 || len(scan.actionID) > 1 {
 		return "", false, fmt.Errorf("repeated %s or %s", fence.HeaderIdempotencyKey, HeaderActionID)
 	}
@@ -88,7 +88,7 @@ func (s *Sidecar) idempotencyKey(scan *reqScan, l leaseSnap) (string, bool, erro
 		}
 		return actionKey(l.TaskID, a), true, nil
 	}
-	seq, n, ok := s.leases.nextWrite(l.TaskID, l.Epoch)
+	seq, n, ok := p.keeper.table.nextWrite(l.TaskID, l.Epoch)
 	if !ok {
 		return "", false, nil
 	}

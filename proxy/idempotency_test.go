@@ -35,9 +35,9 @@ func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 	ca := proxyClient(t, a, "")
 	resp, body := doReq(t, ca, "POST", "http://127.0.0.1:1/unused", "", nil) // connection refused: 502, not a forward with a key
 	require.Equal(t, 502, resp.StatusCode, body)
-	_, err := a.cluster.Checkpoint(t.Context(), "job", checkpointReq(a, "job", 1))
+	_, err := a.keeper.cluster.Checkpoint(t.Context(), "job", checkpointReq(a, "job", 1))
 	require.NoError(t, err)
-	a.leases.checkpointed("job", 101, 1, "")
+	a.keeper.table.checkpointed("job", 101, 1, "")
 	for i := 0; i < 2; i++ {
 		resp, _ := doReq(t, ca, "POST", url, "x", nil)
 		require.Equal(t, 200, resp.StatusCode)
@@ -54,7 +54,7 @@ func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 	fc.mu.Lock()
 	delete(fc.leases, "job")
 	fc.mu.Unlock()
-	a.dropLease("job", 0, reasonLost, EventLost, "test")
+	a.keeper.drop("job", 0, reasonLost, EventLost, "test")
 	b := startSidecar(t, fc, baseConfig(t))
 	g := mustAcquire(t, b, "job")
 	require.Greater(t, g.Lease.Epoch, uint64(101))

@@ -39,8 +39,8 @@ type Journal interface {
 const HeaderJournalTruncated = "Fencepost-Journal-Truncated"
 
 // journaled reports whether a write matches a journal rule.
-func (s *Sidecar) journaled(method string, t target) bool {
-	for _, r := range s.journalRules {
+func (p *pipeline) journaled(method string, t target) bool {
+	for _, r := range p.journalRules {
 		if r.matches(method, t) {
 			return true
 		}
@@ -54,51 +54,53 @@ func (s *Sidecar) journaled(method string, t target) bool {
 // upstream, and the outcome is recorded after the call. The response is
 // buffered (bounded by MaxJournalBody for the record) so it can be
 // recorded whole.
-func (s *Sidecar) forwardJournaled(ctx *fasthttp.RequestCtx, req *fasthttp.Request, d *decision) {
-	defer fasthttp.ReleaseRequest(req)
+func (x *exchange) forwardJournaled() {
+	p, ctx, req := x.p, x.ctx, x.req
 	key := string(req.Header.Peek(fence.HeaderIdempotencyKey))
 	sum := sha256.Sum256(req.Body())
-	url := string(req.URI().Scheme()) + "://" + d.tgt.hostPort + string(req.URI().RequestURI())
-	cctx, cancel := context.WithTimeout(context.Background(), s.cfg.ClusterTimeout)
-	res, err := s.journal.Intent(cctx, d.lease.TaskID, api.IntentRequest{
-		SessionID: s.sessionID(), Epoch: d.lease.Epoch, Key: key, Method: string(ctx.Method()), URL: url,
-		BodyDigest: hex.EncodeToString(sum[:]), DeadlineMs: s.cfg.UpstreamTimeout.Milliseconds(),
+	url := string(req.URI().Scheme()) + "://" + x.tgt.hostPort + string(req.URI().RequestURI())
+	cctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClusterTimeout)
+	res, err := p.journal.Intent(cctx, x.lease.TaskID, api.IntentRequest{
+		SessionID: p.keeper.sessionID(), Epoch: x.lease.Epoch, Key: key, Method: string(ctx.Method()), URL: url,
+		BodyDigest: hex.EncodeToString(sum[:]), DeadlineMs: p.cfg.UpstreamTimeout.Milliseconds(),
 	})
 	cancel()
 	if err != nil {
-		s.intentFailed(ctx, d, err)
+		x.intentFailed(err)
 		return
 	}
 	if res.Replay {
-		s.metrics.requests.WithLabelValues(decisionReplayed).Inc()
+		p.metrics.requests.WithLabelValues(decisionReplayed).Inc()
 		replayEffect(ctx, &res.Effect)
 		return
 	}
 	// The intent committed under the epoch; the local deadline may still
 	// have passed meanwhile. Not sending now leaves the intent in doubt for
 	// the next owner, which is the honest record.
-	if l, why := s.leases.current(d.lease.TaskID, s.clock.Now()); why != "" || l.Epoch != d.lease.Epoch {
-		if why == "" {
-			why = reasonLost
-		}
-		s.refuse(ctx, blockedReply(why, l, d.task, true))
+	if l, why := p.keeper.recheck(x.lease); why != "" {
+		x.refuse(p.blocked(why, l, x.task, true))
 		return
 	}
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	start := time.Now()
-	if err := s.up.writeClient(d.lease.gen).Do(req, resp); err != nil {
-		s.upstreamFailed(ctx, d, err)
-		return
-	}
-	body, truncated, err := readBounded(resp, s.cfg.MaxJournalBody)
+	client, err := p.up.client(true, x.lease.t)
 	if err != nil {
-		s.upstreamFailed(ctx, d, err)
+		x.upstreamFailed(err, stageRequest)
 		return
 	}
-	s.metrics.upstreamWrite.Observe(time.Since(start).Seconds())
-	s.metrics.forwarded.Inc()
-	out := api.OutcomeRequest{Epoch: d.lease.Epoch, Status: resp.StatusCode(), Header: map[string][]string{}}
+	x.resp = fasthttp.AcquireResponse()
+	resp := x.resp
+	start := time.Now()
+	if err := client.Do(req, resp); err != nil {
+		x.upstreamFailed(err, stageRequest)
+		return
+	}
+	body, truncated, err := readBounded(resp, p.cfg.MaxJournalBody)
+	if err != nil {
+		x.upstreamFailed(err, stageRequest)
+		return
+	}
+	p.metrics.upstreamWrite.Observe(time.Since(start).Seconds())
+	p.metrics.forwarded.Inc()
+	out := api.OutcomeRequest{Epoch: x.lease.Epoch, Status: resp.StatusCode(), Header: map[string][]string{}}
 	for k, v := range resp.Header.All() {
 		if !isHopByHop(k) && !strings.EqualFold(string(k), "Content-Length") {
 			out.Header[string(k)] = append(out.Header[string(k)], string(v))
@@ -109,17 +111,14 @@ func (s *Sidecar) forwardJournaled(ctx *fasthttp.RequestCtx, req *fasthttp.Reque
 	} else {
 		out.Body = body
 	}
-	cctx, cancel = context.WithTimeout(context.Background(), s.cfg.ClusterTimeout)
-	if _, err := s.journal.Outcome(cctx, d.lease.TaskID, key, out); err != nil {
+	cctx, cancel = context.WithTimeout(context.Background(), p.cfg.ClusterTimeout)
+	if _, err := p.journal.Outcome(cctx, x.lease.TaskID, key, out); err != nil {
 		// The call happened; the worker gets its response. The missing
 		// outcome leaves the intent in doubt, which the next owner sees.
-		s.log.Warn("journal outcome not recorded", zap.String("task", d.lease.TaskID), zap.Error(err))
+		p.log.Warn("journal outcome not recorded", zap.String("task", x.lease.TaskID), zap.Error(err))
 	}
 	cancel()
-	ctx.Response.Header.DisableNormalizing()
-	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.SetStatusCode(resp.StatusCode())
-	copyResponseHeaders(&ctx.Response.Header, &resp.Header)
+	writeUpstream(ctx, resp)
 	ctx.SetBody(body)
 }
 
@@ -144,34 +143,18 @@ func readBounded(resp *fasthttp.Response, limit int64) ([]byte, bool, error) {
 	return b, false, nil
 }
 
-// replayEffect answers from a recorded outcome.
-func replayEffect(ctx *fasthttp.RequestCtx, e *lease.Effect) {
-	ctx.Response.Header.DisableNormalizing()
-	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.SetStatusCode(e.Status)
-	for k, vs := range e.Header {
-		for _, v := range vs {
-			ctx.Response.Header.Add(k, v)
-		}
-	}
-	ctx.Response.Header.Set(fence.HeaderReplayed, "true")
-	ctx.SetBody(e.Body)
-}
-
 // intentFailed answers a write whose intent could not be recorded; it is
 // never sent (fail closed).
-func (s *Sidecar) intentFailed(ctx *fasthttp.RequestCtx, d *decision, err error) {
+func (x *exchange) intentFailed(err error) {
+	p := x.p
 	switch {
-	case errors.Is(err, lease.ErrStaleEpoch), errors.Is(err, lease.ErrNotHolder), errors.Is(err, lease.ErrLeaseNotActive):
-		s.dropLease(d.lease.TaskID, d.lease.Epoch, reasonLost, EventLost, err.Error())
-		s.refuse(ctx, blockedReply(reasonLost, d.lease, d.task, true))
+	case p.keeper.lostByCluster(x.lease.TaskID, x.lease.Epoch, err):
+		x.refuse(p.blocked(reasonLost, x.lease, x.task, true))
 	case errors.Is(err, lease.ErrInDoubt):
-		s.metrics.requests.WithLabelValues(decisionRejected).Inc()
-		writeProblem(ctx, fasthttp.StatusConflict, CodeEffectInDoubt, "effect in doubt",
-			"an earlier attempt with this Idempotency-Key has no recorded outcome; check the downstream before retrying", d.lease.Epoch)
+		x.refuse(&errReply{status: fasthttp.StatusConflict, code: CodeEffectInDoubt, title: "effect in doubt",
+			detail: "an earlier attempt with this Idempotency-Key has no recorded outcome; check the downstream before retrying", epoch: x.lease.Epoch})
 	default:
-		s.metrics.requests.WithLabelValues(decisionRejected).Inc()
-		writeProblem(ctx, fasthttp.StatusServiceUnavailable, CodeJournalUnavailable, "journal unavailable",
-			fmt.Sprintf("the intent could not be recorded, so the write was not sent: %v", err), d.lease.Epoch)
+		x.refuse(&errReply{status: fasthttp.StatusServiceUnavailable, code: CodeJournalUnavailable, title: "journal unavailable",
+			detail: fmt.Sprintf("the intent could not be recorded, so the write was not sent: %v", err), epoch: x.lease.Epoch})
 	}
 }

@@ -1,12 +1,6 @@
 package proxy
 
-import (
-	"encoding/json"
-
-	"github.com/valyala/fasthttp"
-
-	"github.com/fencepost/fencepost/fence/api"
-)
+import "github.com/fencepost/fencepost/fence/api"
 
 // Problem type tails of the sidecar (api.ProblemTypeBase + code). They
 // are part of the worker-facing contract: scripts branch on them.
@@ -35,20 +29,21 @@ const (
 	CodeJournalUnavailable = "journal-unavailable"
 )
 
-// writeProblem replies with an RFC 9457 problem document.
-func writeProblem(ctx *fasthttp.RequestCtx, status int, code, title, detail string, epoch uint64) {
-	p := api.Problem{
-		Type:   api.ProblemTypeBase + code,
-		Title:  title,
-		Status: status,
-		Detail: detail,
-		Code:   code,
-		Epoch:  epoch,
-	}
-	b, _ := json.Marshal(p) // a struct of strings and ints cannot fail
-	ctx.Response.Reset()
-	ctx.SetStatusCode(status)
-	ctx.SetContentType(api.ProblemContentType)
-	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ctx.SetBody(b)
+// errReply is a refusal with its problem.
+type errReply struct {
+	status  int
+	code    string
+	title   string
+	detail  string
+	epoch   uint64
+	tasks   []string // the held tasks, when the refusal asks the caller to choose
+	blocked bool     // for want of a lease (else rejected as bad input)
+	why     reason   // when blocked
+}
+
+// problem is the document a refusal is answered with: the RFC 9457
+// fields, and the held tasks when the caller must choose one.
+type problem struct {
+	api.Problem
+	Tasks []string `json:"tasks,omitempty"`
 }

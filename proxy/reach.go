@@ -14,7 +14,7 @@ const CodeSelfTarget = "target-forbidden"
 
 // refuseSelfTarget refuses to proxy to the cluster's API endpoints
 // (Config.Endpoints) and to the sidecar's own listeners (proxy, control,
-// metrics): through either a worker could act on other workers' tasks or
+// metrics: ownPorts): through either a worker could act on other workers' tasks or
 // on its own lease (give it away, fake checkpoints) with the sidecar's
 // standing. host is lower-case, port numeric.
 //
@@ -24,8 +24,8 @@ const CodeSelfTarget = "target-forbidden"
 // of them gets no further: the cluster's API demands a client certificate
 // the sidecar never attaches to proxied requests, and the control API
 // refuses a Host that is not loopback (controlGuard).
-func (s *Sidecar) refuseSelfTarget(host, port string) *errReply {
-	for _, ep := range s.cfg.Endpoints {
+func (p *pipeline) refuseSelfTarget(host, port string) *errReply {
+	for _, ep := range p.cfg.Endpoints {
 		eh, ep, ok := endpointHostPort(ep)
 		if ok && ep == port && (strings.EqualFold(eh, host) || sameIP(eh, host) || isLocalName(eh) && isLocalName(host)) {
 			return selfTargetReply("the lease cluster's API (" + net.JoinHostPort(eh, ep) + ")")
@@ -34,11 +34,8 @@ func (s *Sidecar) refuseSelfTarget(host, port string) *errReply {
 	if !isLocalName(host) {
 		return nil
 	}
-	for _, ln := range []net.Listener{s.proxyLn, s.ctlLn, s.metricsLn} {
-		if ln == nil {
-			continue
-		}
-		if _, lp, err := net.SplitHostPort(ln.Addr().String()); err == nil && lp == port {
+	for _, lp := range p.ownPorts {
+		if lp == port {
 			return selfTargetReply("the sidecar's own port " + port)
 		}
 	}

@@ -43,7 +43,7 @@ func TestProxyRefusesClusterAndItself(t *testing.T) {
 		require.Equal(t, api.ProblemTypeBase+CodeSelfTarget, problemOf(t, body).Type, target)
 	}
 	require.Empty(t, cluster.requests(), "nothing reached the cluster")
-	require.Len(t, s.leases.views(time.Now()), 1, "the lease was not given away")
+	require.Len(t, s.Leases(), 1, "the lease was not given away")
 
 	// CONNECT to the cluster is refused even when allow-listed.
 	req, err := http.NewRequest(http.MethodConnect, "http://"+s.ProxyAddr(), nil)
@@ -88,9 +88,9 @@ func TestControlRefusesCrossSite(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, send("evil.example:4781", "", "application/json"), "DNS rebinding")
 	require.Equal(t, http.StatusForbidden, send("", "http://evil.example", "application/json"), "foreign Origin")
 	require.Equal(t, http.StatusForbidden, send("", "null", "application/json"), "opaque Origin")
-	require.Len(t, s.leases.views(time.Now()), 1, "the lease is still held")
+	require.Len(t, s.Leases(), 1, "the lease is still held")
 	require.Equal(t, http.StatusOK, send("", "http://"+s.ControlAddr(), "application/json; charset=utf-8"))
-	require.Empty(t, s.leases.views(time.Now()), "given back by the legitimate request")
+	require.Empty(t, s.Leases(), "given back by the legitimate request")
 }
 
 // TestSignatureOnlyToListedHosts: with SignatureHosts set, a third-party

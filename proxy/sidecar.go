@@ -6,59 +6,48 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"github.com/fencepost/fencepost/fence/api"
-	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
-// Sidecar is one worker's sidecar: session and heartbeat loop, forward
-// proxy and control API. Create it with New, run it with Start, stop it
-// with Shutdown.
+// Sidecar is one worker's sidecar. It only wires its parts together — the
+// lease keeper (session, heartbeats, the lease table), the request
+// pipeline (the forward proxy) and the control API — and owns starting
+// and stopping them. Create it with New, run it with Start, stop it with
+// Shutdown.
 type Sidecar struct {
-	cfg          Config
-	cluster      Cluster
-	owned        *cluster.Client // built by New from Endpoints; closed by Shutdown
-	log          *zap.Logger
-	clock        Clock
-	leases       *leaseTable
-	events       *broker
-	metrics      *metrics
-	gatherer     prometheus.Gatherer
-	up           *upstream
-	rules        []WriteRule
-	journal      Journal // nil unless Config.Journal has rules
-	journalRules []WriteRule
-	allow        map[string]bool // CONNECT targets, lower-case host:port
+	cfg      Config
+	owned    *cluster.Client // built by New from Endpoints; closed by Shutdown
+	log      *zap.Logger
+	keeper   *keeper
+	pipe     *pipeline
+	control  *control
+	draining bool // guarded by mu
 
-	mu         sync.Mutex // guards state, servers and listeners
-	state      int        // 0 new, 1 started, 2 closed
-	proxy      *fasthttp.Server
-	control    *fasthttp.Server
-	metricsSrv *fasthttp.Server // nil unless Config.MetricsAddr is set
-	metricsLn  net.Listener
-	proxyLn    net.Listener
-	ctlLn      net.Listener
-	cancel     context.CancelFunc
-	loops      sync.WaitGroup // background loops
-	serving    sync.WaitGroup // Serve goroutines and tunnels
-
-	sessMu sync.RWMutex
-	sid    string
-
-	wakeHB    chan struct{} // lease set changed: recompute the heartbeat schedule
-	hbNow     atomic.Bool   // with wakeHB: send a heartbeat now (a watch saw a change)
-	wakeWatch chan struct{} // lease set changed: start or stop watching
-	wakeDog   chan struct{} // lease set changed: recompute the watchdog timer
-	inflight  atomic.Int64  // proxy requests and response relays in progress
-	draining  atomic.Bool
+	mu       sync.Mutex // guards life, draining, servers and listeners
+	life     lifecycle
+	servers  []*fasthttp.Server // proxy, control, then metrics when set
+	proxyLn  net.Listener
+	ctlLn    net.Listener
+	metricLn net.Listener
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup // the keeper's loops
+	serving  sync.WaitGroup // Serve goroutines and tunnels
 }
+
+// lifecycle is where a Sidecar is between New and Shutdown.
+type lifecycle uint8
+
+const (
+	lifeNew lifecycle = iota
+	lifeStarted
+	lifeClosed
+)
 
 // New checks cfg, applies its defaults and builds a sidecar that talks to
 // the cluster through c; when c is nil it builds a *cluster.Client for
@@ -67,7 +56,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	var owned *cluster.Client
 	if c == nil {
 		if len(cfg.Endpoints) == 0 {
@@ -79,172 +68,186 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		}
 		c, owned = cc, cc
 	}
-	s := &Sidecar{
-		cfg:       cfg,
-		cluster:   c,
-		owned:     owned,
-		log:       cfg.Logger.Named("sidecar"),
-		clock:     cfg.Clock,
-		leases:    newLeaseTable(cfg.Drift, cfg.MarginFloor),
-		events:    newBroker(),
-		rules:     normalizeRules(cfg.WriteRules),
-		allow:     make(map[string]bool),
-		wakeHB:    make(chan struct{}, 1),
-		wakeWatch: make(chan struct{}, 1),
-		wakeDog:   make(chan struct{}, 1),
+	s := &Sidecar{cfg: cfg, owned: owned, log: cfg.Logger.Named("sidecar")}
+	up, err := newUpstream(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var k *keeper
+	m, err := newMetrics(cfg.Registerer,
+		func() time.Duration { return k.table.minRemaining(cfg.Clock.Now()) },
+		func() int { return k.table.count() })
+	if err != nil {
+		return nil, err
+	}
+	k = newKeeper(cfg, c, m)
+	s.keeper = k
+	p := &pipeline{
+		cfg: &s.cfg, keeper: k, up: up, rules: normalizeRules(cfg.WriteRules),
+		allow: make(map[string]bool), metrics: m, log: s.log, tunnels: &s.serving,
 	}
 	if len(cfg.Journal) > 0 {
 		j, ok := c.(Journal)
 		if !ok {
 			return nil, fmt.Errorf("%w: journal: the cluster client does not implement proxy.Journal", ErrInvalidConfig)
 		}
-		s.journal = j
+		p.journal = j
 		for _, r := range cfg.Journal {
-			s.journalRules = append(s.journalRules, WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: true})
+			p.journalRules = append(p.journalRules, WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: true})
 		}
-		s.journalRules = normalizeRules(s.journalRules)
+		p.journalRules = normalizeRules(p.journalRules)
 	}
 	for _, a := range cfg.ConnectAllow {
-		h, p, _ := splitHostPort(a)
-		s.allow[net.JoinHostPort(h, fmt.Sprint(p))] = true
+		h, port, _ := splitHostPort(a)
+		p.allow[net.JoinHostPort(h, fmt.Sprint(port))] = true
 	}
-	up, err := newUpstream(cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.up = up
-	m, err := newMetrics(cfg.Registerer,
-		func() time.Duration { return s.leases.minRemaining(s.clock.Now()) },
-		s.leases.count)
-	if err != nil {
-		return nil, err
-	}
-	s.metrics = m
-	if g, ok := cfg.Registerer.(prometheus.Gatherer); ok {
-		s.gatherer = g
-	}
+	s.pipe = p
+	g, _ := cfg.Registerer.(prometheus.Gatherer)
+	s.control = newControl(&s.cfg, k, c, g, s.ready)
 	return s, nil
 }
 
-// Start binds both loopback listeners, starts serving, and starts the
-// session, heartbeat and (in one-task mode) acquire loops in the
-// background. ctx bounds only the start; the loops run until Shutdown.
-// Readiness (/readyz) reports when the session is open and, in one-task
-// mode, the lease is held.
+// Start binds the loopback listeners (and the metrics one when set),
+// starts serving, and starts the keeper's session, heartbeat, watch,
+// watchdog and (in one-task mode) acquire loops in the background. ctx
+// bounds only the start; the loops run until Shutdown. Readiness
+// (/readyz) reports when the session is open and, in one-task mode, the
+// lease is held.
 func (s *Sidecar) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.state {
-	case 1:
+	switch s.life {
+	case lifeStarted:
 		return ErrStarted
-	case 2:
+	case lifeClosed:
 		return ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var lc net.ListenConfig
-	pln, err := lc.Listen(ctx, "tcp", s.cfg.ProxyAddr)
-	if err != nil {
-		return fmt.Errorf("proxy: listen proxyAddr: %w", err)
-	}
-	cln, err := lc.Listen(ctx, "tcp", s.cfg.ControlAddr)
-	if err != nil {
-		_ = pln.Close()
-		return fmt.Errorf("proxy: listen controlAddr: %w", err)
-	}
-	servers := []struct {
-		srv *fasthttp.Server
-		ln  net.Listener
-	}{}
-	if s.cfg.MetricsAddr != "" {
-		mln, err := lc.Listen(ctx, "tcp", s.cfg.MetricsAddr)
+	var lns []net.Listener
+	listen := func(field, addr string) (net.Listener, error) {
+		ln, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
-			_, _ = pln.Close(), cln.Close()
-			return fmt.Errorf("proxy: listen metricsAddr: %w", err)
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("proxy: listen %s: %w", field, err)
 		}
-		s.metricsLn, s.metricsSrv = mln, s.newMetricsServer()
-		servers = append(servers, struct {
-			srv *fasthttp.Server
-			ln  net.Listener
-		}{s.metricsSrv, mln})
+		lns = append(lns, ln)
+		return ln, nil
 	}
-	s.proxyLn, s.ctlLn = pln, cln
-	s.proxy = s.newProxyServer()
-	s.control = s.newControlServer()
-	s.state = 1
-	for _, p := range append(servers, []struct {
-		srv *fasthttp.Server
-		ln  net.Listener
-	}{{s.proxy, pln}, {s.control, cln}}...) {
+	var err error
+	if s.proxyLn, err = listen("proxyAddr", s.cfg.ProxyAddr); err != nil {
+		return err
+	}
+	if s.ctlLn, err = listen("controlAddr", s.cfg.ControlAddr); err != nil {
+		return err
+	}
+	s.servers = []*fasthttp.Server{s.newProxyServer(), s.newServer("fencepost-sidecar", s.control.handler(), maxControlBody)}
+	if s.cfg.MetricsAddr != "" {
+		if s.metricLn, err = listen("metricsAddr", s.cfg.MetricsAddr); err != nil {
+			return err
+		}
+		// Read-only operational routes: nothing there can change a lease.
+		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.handler(PathMetrics, PathHealth, PathReady), 0))
+	}
+	for _, ln := range lns {
+		if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+			s.pipe.ownPorts = append(s.pipe.ownPorts, port)
+		}
+	}
+	s.life = lifeStarted
+	for i, ln := range lns {
+		srv := s.servers[i]
 		s.serving.Add(1)
 		go func() {
 			defer s.serving.Done()
-			if err := p.srv.Serve(p.ln); err != nil {
+			if err := srv.Serve(ln); err != nil {
 				s.log.Error("serve", zap.Error(err))
 			}
 		}()
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.goLoop(func() { s.runHeartbeat(bg) })
-	s.goLoop(func() { s.runWatchdog(bg) })
-	if w, ok := s.cluster.(sessionWatcher); ok {
-		s.goLoop(func() { s.runWatch(bg, w) })
-	}
-	if s.cfg.Task != "" {
-		s.goLoop(func() { s.runOneTask(bg) })
-	}
-	s.log.Info("sidecar started", zap.String("proxy", pln.Addr().String()),
-		zap.String("control", cln.Addr().String()), zap.String("worker", s.cfg.WorkerID))
+	s.keeper.run(bg, func(f func()) {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			f()
+		}()
+	})
+	s.log.Info("sidecar started", zap.String("proxy", s.proxyLn.Addr().String()),
+		zap.String("control", s.ctlLn.Addr().String()), zap.String("worker", s.cfg.WorkerID))
 	return nil
 }
 
-func (s *Sidecar) goLoop(f func()) {
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
-		f()
-	}()
+// newProxyServer builds the forward proxy's server. Names and paths are
+// not normalised (DisableHeaderNamesNormalizing), bodies and header
+// blocks are bounded, and reading a request is bounded in time.
+func (s *Sidecar) newProxyServer() *fasthttp.Server {
+	srv := s.newServer("fencepost-sidecar", s.pipe.handle, s.cfg.MaxRequestBody)
+	srv.ErrorHandler = s.pipe.parseError
+	srv.ExpectHandler = s.pipe.expect
+	srv.NoDefaultServerHeader = true
+	srv.NoDefaultContentType = true
+	srv.NoDefaultDate = true
+	srv.DisableHeaderNamesNormalizing = true
+	srv.DisablePreParseMultipartForm = true
+	srv.ReadBufferSize = s.cfg.MaxHeaderBytes
+	return srv
+}
+
+// newServer is a server with the sidecar's timeouts and logger.
+func (s *Sidecar) newServer(name string, h fasthttp.RequestHandler, maxBody int) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:            h,
+		Name:               name,
+		MaxRequestBodySize: maxBody,
+		ReadTimeout:        s.cfg.ReadTimeout,
+		IdleTimeout:        s.cfg.IdleTimeout,
+		CloseOnShutdown:    true,
+		Logger:             fastLogger{s.log},
+	}
+}
+
+func addrOf(mu *sync.Mutex, ln *net.Listener) string {
+	mu.Lock()
+	defer mu.Unlock()
+	if *ln == nil {
+		return ""
+	}
+	return (*ln).Addr().String()
 }
 
 // MetricsAddr returns the bound metrics address ("" when off or before Start).
-func (s *Sidecar) MetricsAddr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.metricsLn == nil {
-		return ""
-	}
-	return s.metricsLn.Addr().String()
-}
+func (s *Sidecar) MetricsAddr() string { return addrOf(&s.mu, &s.metricLn) }
 
 // ProxyAddr returns the bound proxy address ("" before Start).
-func (s *Sidecar) ProxyAddr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proxyLn == nil {
-		return ""
-	}
-	return s.proxyLn.Addr().String()
-}
+func (s *Sidecar) ProxyAddr() string { return addrOf(&s.mu, &s.proxyLn) }
 
 // ControlAddr returns the bound control address ("" before Start).
-func (s *Sidecar) ControlAddr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ctlLn == nil {
-		return ""
-	}
-	return s.ctlLn.Addr().String()
-}
+func (s *Sidecar) ControlAddr() string { return addrOf(&s.mu, &s.ctlLn) }
 
 // Subscribe returns a channel of lease events and a function that ends
 // the subscription. The channel is closed on cancel, on Shutdown, or if
 // the subscriber falls more than a buffer behind.
-func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.events.subscribe() }
+func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.keeper.subscribe() }
 
 // Leases returns the local view of every held lease.
-func (s *Sidecar) Leases() []LeaseView { return s.leases.views(s.clock.Now()) }
+func (s *Sidecar) Leases() []LeaseView { return s.keeper.views() }
+
+// ready is the readiness condition: not draining, and the keeper's.
+func (s *Sidecar) ready() (bool, string) {
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	if draining {
+		return false, "draining"
+	}
+	return s.keeper.ready()
+}
 
 // Shutdown drains and stops the sidecar: it keeps heartbeating while
 // in-flight proxy requests finish (at most DrainTimeout, or until ctx
@@ -254,54 +257,43 @@ func (s *Sidecar) Leases() []LeaseView { return s.leases.views(s.clock.Now()) }
 // each even when ctx has ended.
 func (s *Sidecar) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	switch s.state {
-	case 0:
+	switch s.life {
+	case lifeNew:
 		s.mu.Unlock()
 		return ErrNotStarted
-	case 2:
+	case lifeClosed:
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	s.state = 2
+	s.life, s.draining = lifeClosed, true
 	s.mu.Unlock()
-	s.draining.Store(true)
 
 	drainCtx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
 	s.waitIdle(drainCtx)
 	cancel()
 	var errs []error
-	stopCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-	if err := s.proxy.ShutdownWithContext(stopCtx); err != nil {
-		errs = append(errs, fmt.Errorf("proxy: stop proxy server: %w", err))
+	stop := func(what string, srv *fasthttp.Server) {
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := srv.ShutdownWithContext(stopCtx); err != nil {
+			errs = append(errs, fmt.Errorf("proxy: stop %s server: %w", what, err))
+		}
 	}
-	cancel()
+	stop("proxy", s.servers[0])
 
 	// The drain may have used up ctx; giving the leases back and closing
 	// the session still get their own bounded time, because skipping them
 	// makes the next owner wait a whole TTL.
 	final := context.WithoutCancel(ctx)
-	s.giveBackAll(final)
+	s.keeper.giveBackAll(final)
 	s.cancel()
 	s.loops.Wait()
-	if sid := s.sessionID(); sid != "" {
-		cctx, cancel := context.WithTimeout(final, s.cfg.ClusterTimeout)
-		if err := s.cluster.CloseSession(cctx, sid); err != nil {
-			s.log.Warn("close session", zap.Error(err))
-		}
-		cancel()
+	s.keeper.closeSession(final)
+	stop("control", s.servers[1])
+	if len(s.servers) > 2 {
+		stop("metrics", s.servers[2])
 	}
-	s.events.close()
-	stopCtx, cancel = context.WithTimeout(context.Background(), time.Second)
-	if err := s.control.ShutdownWithContext(stopCtx); err != nil {
-		errs = append(errs, fmt.Errorf("proxy: stop control server: %w", err))
-	}
-	if s.metricsSrv != nil {
-		if err := s.metricsSrv.ShutdownWithContext(stopCtx); err != nil {
-			errs = append(errs, fmt.Errorf("proxy: stop metrics server: %w", err))
-		}
-	}
-	cancel()
-	s.up.close()
+	s.pipe.up.close()
 	s.serving.Wait()
 	if s.owned != nil {
 		s.owned.Close()
@@ -315,84 +307,11 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 func (s *Sidecar) waitIdle(ctx context.Context) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for s.inflight.Load() > 0 {
+	for s.pipe.inflight.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// giveBackAll releases every held lease as given back, so reclaim is
-// immediate instead of waiting for expiry, and drops it locally even when
-// the cluster cannot be reached (the lease then expires on its own).
-func (s *Sidecar) giveBackAll(ctx context.Context) {
-	sid := s.sessionID()
-	for _, v := range s.leases.views(s.clock.Now()) {
-		if sid != "" {
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.ClusterTimeout)
-			_, err := s.cluster.Release(cctx, v.TaskID, api.ReleaseRequest{
-				SessionID: sid, Epoch: v.Epoch, Outcome: lease.OutcomeGivenBack, Reason: "sidecar shutdown",
-			})
-			cancel()
-			if err != nil {
-				s.log.Warn("give back on shutdown", zap.String("task", v.TaskID), zap.Error(err))
-			}
-		}
-		s.dropLease(v.TaskID, v.Epoch, reasonReleased, EventReleased, "sidecar shutdown")
-	}
-}
-
-func (s *Sidecar) sessionID() string {
-	s.sessMu.RLock()
-	defer s.sessMu.RUnlock()
-	return s.sid
-}
-
-func (s *Sidecar) setSession(sid string) {
-	s.sessMu.Lock()
-	s.sid = sid
-	s.sessMu.Unlock()
-}
-
-// publish records and fans out a lease event.
-func (s *Sidecar) publish(kind EventKind, taskID string, epoch uint64, why string) {
-	s.metrics.leaseEvents.WithLabelValues(string(kind)).Inc()
-	if ce := s.log.Check(zap.InfoLevel, "lease event"); ce != nil {
-		ce.Write(zap.String("kind", string(kind)), zap.String("task", taskID), zap.Uint64("epoch", epoch), zap.String("reason", why))
-	}
-	s.events.publish(Event{Kind: kind, TaskID: taskID, Epoch: epoch, Reason: why, At: s.clock.Now()})
-}
-
-// cut closes everything that depends on a lease generation.
-func (s *Sidecar) cut(g *generation) {
-	if g == nil {
-		return
-	}
-	if n := g.cutAll(); n > 0 {
-		s.metrics.tunnelsCut.Add(float64(n))
-	}
-}
-
-// dropLease forgets a lease locally, cuts its connections and publishes.
-func (s *Sidecar) dropLease(taskID string, epoch uint64, r reason, kind EventKind, why string) {
-	g, ep, ok := s.leases.drop(taskID, epoch, r)
-	if !ok {
-		return
-	}
-	s.cut(g)
-	s.publish(kind, taskID, ep, why)
-	s.poke()
-}
-
-// poke wakes the heartbeat loop and the watchdog after the lease set
-// changed.
-func (s *Sidecar) poke() {
-	for _, ch := range []chan struct{}{s.wakeHB, s.wakeDog, s.wakeWatch} {
-		select {
-		case ch <- struct{}{}:
-		default:
 		}
 	}
 }

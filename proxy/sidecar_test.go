@@ -46,7 +46,7 @@ func TestOneTaskModeAcquiresAndShutdownGivesBack(t *testing.T) {
 	eventually(t, func() bool { return len(up.requests()) == 1 }, "write in flight")
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(context.Background()) }()
-	eventually(t, s.draining.Load, "draining")
+	eventually(t, func() bool { ok, _ := s.ready(); return !ok }, "draining")
 	fc.mu.Lock()
 	require.Empty(t, fc.releases, "not released while a write is in flight")
 	fc.mu.Unlock()

@@ -14,11 +14,11 @@ import (
 // third-party API that received one could replay it there for the rest of
 // the epoch. The epoch, task and holder headers stay: alone they prove
 // nothing to a service that requires signatures.
-func (s *Sidecar) limitSignature(h *fasthttp.RequestHeader, hostPort string) {
-	if s.cfg.SignatureHosts == nil {
+func (p *pipeline) limitSignature(h *fasthttp.RequestHeader, hostPort string) {
+	if p.cfg.SignatureHosts == nil {
 		return
 	}
-	for _, allowed := range s.cfg.SignatureHosts {
+	for _, allowed := range p.cfg.SignatureHosts {
 		if strings.EqualFold(allowed, hostPort) {
 			return
 		}

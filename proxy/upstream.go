@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -15,15 +16,15 @@ var errLeaseCut = errors.New("lease no longer current")
 
 // upstream holds the pooled clients. Reads share one client; writes go
 // through a client per lease generation whose connections are registered
-// with the generation, so losing the lease closes exactly the connections
-// carrying that lease's writes, mid-request if need be.
+// with the lease, so losing the lease closes exactly the connections
+// carrying its writes, mid-request if need be.
 type upstream struct {
 	cfg     Config
 	origins originTable
 	shared  *fasthttp.Client
-	// sharedGen tracks the shared client's connections so Shutdown can
+	// sharedConns tracks the shared client's connections so Shutdown can
 	// close streams still running after the drain.
-	sharedGen *generation
+	sharedConns connSet
 }
 
 func newUpstream(cfg Config) (*upstream, error) {
@@ -31,15 +32,17 @@ func newUpstream(cfg Config) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{cfg: cfg, origins: o, sharedGen: newGeneration()}
-	u.shared = u.newClient(u.sharedGen)
+	u := &upstream{cfg: cfg, origins: o}
+	u.shared = u.newClient(ticket{})
 	return u, nil
 }
 
 // responseHeaderBytes bounds an upstream response's header block.
 const responseHeaderBytes = 64 << 10
 
-func (u *upstream) newClient(g *generation) *fasthttp.Client {
+// newClient builds a client whose connections are tied to t (the zero
+// ticket: the shared read client).
+func (u *upstream) newClient(t ticket) *fasthttp.Client {
 	maxBody := 0
 	if u.cfg.MaxResponseBody <= int64(^uint(0)>>1) {
 		maxBody = int(u.cfg.MaxResponseBody)
@@ -56,7 +59,7 @@ func (u *upstream) newClient(g *generation) *fasthttp.Client {
 		MaxResponseBodySize:       maxBody,
 		ReadBufferSize:            responseHeaderBytes,
 		MaxIdleConnDuration:       u.cfg.IdleTimeout,
-		Dial:                      u.dialer(g),
+		Dial:                      u.dialer(t),
 		ConfigureClient: func(hc *fasthttp.HostClient) error {
 			if hc.IsTLS {
 				hc.TLSConfig = u.origins.forAddr(hc.Addr)
@@ -66,41 +69,94 @@ func (u *upstream) newClient(g *generation) *fasthttp.Client {
 	}
 }
 
-// writeClient returns the client for writes under generation g.
-func (u *upstream) writeClient(g *generation) *fasthttp.Client {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.client == nil {
-		g.client = u.newClient(g)
+// client returns the client for a request: the shared one for reads, the
+// write client of the lease generation t for writes (errLeaseCut when
+// that generation has ended).
+func (u *upstream) client(write bool, t ticket) (*fasthttp.Client, error) {
+	if !write {
+		return u.shared, nil
 	}
-	return g.client
+	c, ok := t.st.writeClient(t.gen, func() *fasthttp.Client { return u.newClient(t) })
+	if !ok {
+		return nil, errLeaseCut
+	}
+	return c, nil
 }
 
 // close closes every connection of the shared client, in use or idle.
 func (u *upstream) close() {
-	u.sharedGen.cutAll()
+	u.sharedConns.closeAll()
 	u.shared.CloseIdleConnections()
 }
 
 // dialer connects with DialTimeout and wraps the connection so that every
 // read and write has a deadline of UpstreamTimeout from its start: a hung
-// upstream fails, a slow stream that keeps sending does not.
-func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
+// upstream fails, a slow stream that keeps sending does not. A write
+// connection asks its lease before the dial and before every write.
+func (u *upstream) dialer(t ticket) fasthttp.DialFunc {
 	return func(addr string) (net.Conn, error) {
-		checkWrites := g != nil && g != u.sharedGen
-		if g != nil && (g.isCut() || checkWrites && !g.open(u.cfg.Clock.Now())) {
+		write := t.st != nil
+		if write && t.mayWrite(u.cfg.Clock.Now()) != "" {
 			return nil, errLeaseCut
 		}
 		c, err := net.DialTimeout("tcp", dialTarget(addr), u.cfg.DialTimeout)
 		if err != nil {
 			return nil, err
 		}
-		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, gen: g, clock: u.cfg.Clock, checkWrites: checkWrites}
-		if g != nil && !g.track(tc, false) {
-			_ = c.Close()
-			return nil, errLeaseCut
+		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, t: t, clock: u.cfg.Clock}
+		if write {
+			tc.owner = t.st
+			if !t.st.track(t.gen, tc, false) {
+				_ = c.Close()
+				return nil, errLeaseCut
+			}
+		} else {
+			tc.owner = &u.sharedConns
+			if !u.sharedConns.track(tc) {
+				_ = c.Close()
+				return nil, errLeaseCut
+			}
 		}
 		return tc, nil
+	}
+}
+
+// connSet tracks the shared client's open connections.
+type connSet struct {
+	mu     sync.Mutex
+	closed bool
+	m      map[io.Closer]struct{}
+}
+
+// track registers c; false (and c must be closed) after closeAll.
+func (s *connSet) track(c io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.m == nil {
+		s.m = make(map[io.Closer]struct{})
+	}
+	s.m[c] = struct{}{}
+	return true
+}
+
+func (s *connSet) untrack(c io.Closer) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+}
+
+// closeAll closes every tracked connection and refuses new ones.
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	m := s.m
+	s.m = nil
+	s.mu.Unlock()
+	for c := range m {
+		_ = c.Close()
 	}
 }
 
@@ -114,13 +170,13 @@ func (u *upstream) dialer(g *generation) fasthttp.DialFunc {
 // busy connection re-arms its timers about once per timeout/64.
 type timedConn struct {
 	net.Conn
-	timeout     time.Duration
-	gen         *generation
-	clock       Clock
-	checkWrites bool      // a write connection: every socket write needs the lease open
-	readDL      time.Time // the read deadline last set; only Read uses it
-	writeDL     time.Time // the write deadline last set; only Write uses it
-	once        sync.Once
+	timeout time.Duration
+	t       ticket // a write connection's lease generation; zero for reads
+	owner   interface{ untrack(io.Closer) }
+	clock   Clock
+	readDL  time.Time // the read deadline last set; only Read uses it
+	writeDL time.Time // the write deadline last set; only Write uses it
+	once    sync.Once
 }
 
 // deadlineSlack is the fraction (1/deadlineSlack) of UpstreamTimeout by
@@ -148,7 +204,8 @@ func (c *timedConn) Read(p []byte) (int, error) {
 }
 
 func (c *timedConn) Write(p []byte) (int, error) {
-	if c.checkWrites && !c.gen.open(c.clock.Now()) {
+	// Not one byte of a write leaves once its lease may not write.
+	if c.t.st != nil && c.t.mayWrite(c.clock.Now()) != "" {
 		return 0, errLeaseCut
 	}
 	if c.timeout > 0 {
@@ -163,9 +220,7 @@ func (c *timedConn) Write(p []byte) (int, error) {
 func (c *timedConn) Close() error {
 	var err error
 	c.once.Do(func() {
-		if c.gen != nil {
-			c.gen.untrack(c)
-		}
+		c.owner.untrack(c)
 		err = c.Conn.Close()
 	})
 	return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki/pkitest"
 )
 
 // Benchmarks run against in-process clusters on loopback TCP with fsync
@@ -19,13 +20,16 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./raftstore/
 
-func benchCluster(b *testing.B, n int) *Store {
+func benchCluster(b *testing.B, n int, mod ...func(*Config)) *Store {
 	b.Helper()
 	stores := make([]*Store, n)
 	for i := range n {
 		cfg := testConfig(b, fmt.Sprintf("b%d", i))
 		cfg.Bootstrap = i == 0
 		cfg.Logger = nil
+		for _, m := range mod {
+			m(&cfg)
+		}
 		s, err := Open(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -46,10 +50,28 @@ func reportOps(b *testing.B, start time.Time) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }
 
+// benchVariant is a cluster shape a benchmark runs on.
+type benchVariant struct {
+	name string
+	n    int
+	mods []func(*Config)
+}
+
+// benchVariants are 1 and 3 plaintext nodes, and 3 nodes with mutual TLS
+// on raft ("nodes=3,tls"): the cost of TLS and of the per-RPC sender check
+// on the replication path, side by side.
+func benchVariants(b *testing.B) []benchVariant {
+	return []benchVariant{
+		{name: "nodes=1", n: 1}, {name: "nodes=3", n: 3},
+		{name: "nodes=3,tls", n: 3, mods: []func(*Config){withTLS(pkitest.New(b, "bench"))}},
+	}
+}
+
+// BenchmarkAcquireRelease grants and gives back tasks from 16 goroutines.
 func BenchmarkAcquireRelease(b *testing.B) {
-	for _, n := range []int{1, 3} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			s := benchCluster(b, n)
+	for _, v := range benchVariants(b) {
+		b.Run(v.name, func(b *testing.B) {
+			s := benchCluster(b, v.n, v.mods...)
 			var seq atomic.Uint64
 			b.SetParallelism(16)
 			b.ResetTimer()
@@ -80,10 +102,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkHeartbeat renews sessions from 64 goroutines.
 func BenchmarkHeartbeat(b *testing.B) {
-	for _, n := range []int{1, 3} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			s := benchCluster(b, n)
+	for _, v := range benchVariants(b) {
+		b.Run(v.name, func(b *testing.B) {
+			s := benchCluster(b, v.n, v.mods...)
 			var seq atomic.Uint64
 			b.SetParallelism(64)
 			b.ResetTimer()
@@ -120,10 +143,15 @@ func BenchmarkHeartbeat(b *testing.B) {
 //
 //	go test -run '^$' -bench Failover -benchtime 7x ./raftstore/
 func BenchmarkFailover(b *testing.B) {
-	c := newTestCluster(b, 3, func(cfg *Config) {
+	b.Run("plaintext", func(b *testing.B) { benchFailover(b) })
+	b.Run("tls", func(b *testing.B) { benchFailover(b, withTLS(pkitest.New(b, "bench"))) })
+}
+
+func benchFailover(b *testing.B, mods ...func(*Config)) {
+	c := newTestCluster(b, 3, append(mods, func(cfg *Config) {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 0, 0, 0
 		cfg.Logger = nil
-	})
+	})...)
 	sid := c.openSession("fw")
 	var took []time.Duration
 	b.ResetTimer()

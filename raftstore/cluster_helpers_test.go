@@ -242,8 +242,9 @@ func (c *testCluster) start(i int) {
 	c.mu.Lock()
 	c.nodes[i] = s
 	c.mu.Unlock()
-	// A restart must come back on the same raft address.
-	c.cfgs[i].RaftAddr = s.RaftAddr()
+	// A restart must come back on the same raft address (the bound one:
+	// the advertised address may be a name).
+	c.cfgs[i].RaftAddr = s.layer.ln.Addr().String()
 }
 
 func (c *testCluster) stop(i int) {

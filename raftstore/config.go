@@ -32,7 +32,7 @@ const (
 	// hearing from a quorum.
 	DefaultLeaderLeaseTimeout = 100 * time.Millisecond
 	// DefaultCommitTimeout is raft's idle commit interval.
-	DefaultCommitTimeout = 20 * time.Millisecond
+	DefaultCommitTimeout = 5 * time.Millisecond
 	// DefaultSnapshotInterval is how often raft checks whether to snapshot.
 	DefaultSnapshotInterval = 30 * time.Second
 	// DefaultSnapshotThreshold is the number of new entries that triggers a snapshot.
@@ -67,6 +67,17 @@ const (
 	// DefaultProfileName is the profile used when a request names none.
 	DefaultProfileName = "short"
 )
+
+// MaxHeartbeat is the longest heartbeat interval a profile with this TTL
+// may have: TTL/3, so two heartbeats can be lost before the lease is
+// suspected (DESIGN.md 4.1). It is the one statement of the rule; config
+// words its error for the file's keys from it.
+func MaxHeartbeat(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// MinTTL is the shortest lease TTL a cluster with this raft election
+// timeout accepts: 1.5 × the election timeout, so a leader change fits in
+// a lease (DESIGN.md 4.1).
+func MinTTL(election time.Duration) time.Duration { return election * 3 / 2 }
 
 // DefaultProfiles are the seed's profiles: short {21s, 7s}, workflow {45s, 15s}.
 func DefaultProfiles() map[string]Profile {
@@ -171,8 +182,9 @@ type Config struct {
 	transportWrap func(raft.Transport) raft.Transport
 }
 
-// withDefaults returns a copy of c with zero fields set to their defaults.
-func (c Config) withDefaults() Config {
+// WithDefaults returns a copy of c with zero fields set to their defaults:
+// the configuration Open runs with.
+func (c Config) WithDefaults() Config {
 	setD := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -253,7 +265,7 @@ func (c Config) minProfileTTL() time.Duration {
 // Validate reports the first problem with the configuration (after
 // defaults), naming the field and the rule. Open calls it.
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
 	}
@@ -290,7 +302,7 @@ func (c Config) Validate() error {
 	if _, ok := c.Profiles[c.DefaultProfile]; !ok {
 		return bad("DefaultProfile %q is not in Profiles", c.DefaultProfile)
 	}
-	minTTL := c.ElectionTimeout * 3 / 2
+	minTTL := MinTTL(c.ElectionTimeout)
 	for name, p := range c.Profiles {
 		if name == "" || !validID(name, 64) {
 			return bad("Profiles: name %q is not a valid id", name)
@@ -300,8 +312,8 @@ func (c Config) Validate() error {
 			return bad("Profiles[%s].TTL %s must be within [MinTTL %s, MaxTTL %s]", name, p.TTL, c.MinTTL, c.MaxTTL)
 		case p.TTL < minTTL:
 			return bad("Profiles[%s].TTL %s must be at least 1.5 × ElectionTimeout (%s)", name, p.TTL, minTTL)
-		case p.Heartbeat <= 0 || p.Heartbeat > p.TTL/3:
-			return bad("Profiles[%s].Heartbeat %s must be positive and at most TTL/3 (%s)", name, p.Heartbeat, p.TTL/3)
+		case p.Heartbeat <= 0 || p.Heartbeat > MaxHeartbeat(p.TTL):
+			return bad("Profiles[%s].Heartbeat %s must be positive and at most TTL/3 (%s)", name, p.Heartbeat, MaxHeartbeat(p.TTL))
 		}
 	}
 	return nil

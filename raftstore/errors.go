@@ -33,6 +33,11 @@ var (
 	ErrShutdown = errors.New("raftstore: shut down")
 	// ErrNotReady reports a node that has not caught up with the leader yet.
 	ErrNotReady = errors.New("raftstore: not ready")
+	// ErrMembership reports a membership change the store refused before
+	// making it: a joiner that cannot prove it is the member it names (its
+	// raft address does not answer with a member certificate for that id),
+	// or a removal that would leave no voter. Nothing was changed.
+	ErrMembership = errors.New("raftstore: membership change refused")
 	// ErrConfig reports an invalid Config; the message names the field.
 	ErrConfig = errors.New("raftstore: invalid config")
 )

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki/pkitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -208,8 +209,15 @@ func TestRestartFromDataDir(t *testing.T) {
 	c.requireSameHash()
 }
 
+// TestSnapshotRestoreKeepsCheckpoints runs in plaintext and with mutual
+// TLS, where the snapshot's data passes the transport's RPC guard.
 func TestSnapshotRestoreKeepsCheckpoints(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.TrailingLogs = 4 })
+	t.Run("plaintext", func(t *testing.T) { testSnapshotRestoreKeepsCheckpoints(t) })
+	t.Run("tls", func(t *testing.T) { testSnapshotRestoreKeepsCheckpoints(t, withTLS(pkitest.New(t, "cluster"))) })
+}
+
+func testSnapshotRestoreKeepsCheckpoints(t *testing.T, mods ...func(*Config)) {
+	c := newTestCluster(t, 3, append(mods, func(cfg *Config) { cfg.TrailingLogs = 4 })...)
 	sid := c.openSession("w1")
 	write := func(from, to int) {
 		for i := from; i < to; i++ {

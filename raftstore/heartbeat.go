@@ -32,7 +32,7 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		return api.HeartbeatResponse{}, tooLarge("leases", len(req.Leases), maxHeldLeases)
 	}
 	for _, h := range req.Leases {
-		if err := s.checkTaskID(h.TaskID); err != nil {
+		if err := s.cmds.checkTaskID(h.TaskID); err != nil {
 			return api.HeartbeatResponse{}, err
 		}
 	}
@@ -54,6 +54,13 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		}
 	})
 	if !ok {
+		// Only a node still leading may say a session does not exist: a
+		// deposed leader's state can predate the session, and a client
+		// that hedges heartbeats across members would drop every lease on
+		// its word.
+		if err := s.verify.wait(ctx); err != nil {
+			return api.HeartbeatResponse{}, err
+		}
 		return api.HeartbeatResponse{}, fmt.Errorf("raftstore: session %q: %w", sessionID, lease.ErrSessionNotFound)
 	}
 	if renewErr != nil {
@@ -139,7 +146,7 @@ func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.He
 		resp.Leases = append(resp.Leases, s.namedLeaseState(sessionID, h))
 	}
 	if minTTL == 0 {
-		_, p, _ := s.profile("")
+		_, p, _ := s.cmds.profile("")
 		minTTL = p.TTL
 	}
 	resp.ValidForMs = minTTL.Milliseconds()

@@ -10,10 +10,15 @@ import (
 	"go.uber.org/zap"
 )
 
-// Join adds a voter (on the leader). Joining again with the same id and
-// raft address only refreshes the HTTP address; the same id with a new
-// address, or a new id on a known address, replaces the old entry (a node
-// that moved, or was rebuilt).
+// Join adds a voter (on the leader) once the joiner proved it is the
+// member it names: its raft address must answer with a member certificate
+// for req.ID (with TLS; without it, only that something listens there), so
+// neither a stranger nor an address nobody serves becomes a voter and
+// costs the cluster its quorum. Joining again with the same id and raft
+// address only refreshes the HTTP address; the same id with a new address
+// updates it in place; a new id on a known address replaces the old entry
+// (a rebuilt node; the old entry goes first, raft allowing one member per
+// address). A refusal changes nothing.
 func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	if !validID(req.ID, maxWorkerIDBytes) {
 		return invalid("id must be 1..%d bytes of UTF-8 without control characters", maxWorkerIDBytes)
@@ -30,18 +35,31 @@ func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	}
 	id, addr := raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr)
 	member := false
+	var replaced []raft.ServerID
 	for _, srv := range cf.Configuration().Servers {
 		switch {
 		case srv.ID == id && srv.Address == addr:
 			member = true
-		case srv.ID == id || srv.Address == addr:
-			s.log.Info("replacing member", zap.String("id", string(srv.ID)), zap.String("oldAddr", string(srv.Address)))
-			if err := s.raft.RemoveServer(srv.ID, 0, s.timeout(ctx)).Error(); err != nil {
-				return mapRaftError(err)
-			}
+		case srv.ID != id && srv.Address == addr:
+			replaced = append(replaced, srv.ID)
 		}
 	}
 	if !member {
+		if err := s.layer.prove(ctx, req.RaftAddr, req.ID); err != nil {
+			s.log.Warn("join refused", zap.String("id", req.ID), zap.String("raftAddr", req.RaftAddr), zap.Error(err))
+			return fmt.Errorf("%w: %s at %s: %v", ErrMembership, req.ID, req.RaftAddr, err)
+		}
+		// A new id on a known address (a rebuilt node): raft refuses two
+		// members at one address, so the old entry goes first, and only
+		// after the new node proved itself above. If the add then fails,
+		// the rebuilt node retries its join (which is idempotent).
+		for _, old := range replaced {
+			s.log.Info("replacing member", zap.String("id", string(old)), zap.String("addr", req.RaftAddr))
+			if err := s.raft.RemoveServer(old, 0, s.timeout(ctx)).Error(); err != nil {
+				return mapRaftError(err)
+			}
+		}
+		// AddVoter on a known id updates its address in place.
 		if err := s.raft.AddVoter(id, addr, 0, s.timeout(ctx)).Error(); err != nil {
 			return mapRaftError(err)
 		}
@@ -54,8 +72,11 @@ func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	return err
 }
 
-// Remove removes a voter (on the leader) and forgets its HTTP address.
-// Removing an unknown id is a no-op.
+// Remove removes a member (on the leader), then forgets its HTTP address.
+// Removing the last voter is refused: the cluster could never commit
+// again. Raft's change comes first, so a removal that fails or times out
+// leaves the member and its address as they were; removing an unknown id
+// only forgets a stale address.
 func (s *Store) Remove(ctx context.Context, id string) error {
 	if !validID(id, maxWorkerIDBytes) {
 		return invalid("id must be 1..%d bytes of UTF-8 without control characters", maxWorkerIDBytes)
@@ -63,15 +84,33 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	if err := s.waitOffice(ctx); err != nil {
 		return err
 	}
+	cf := s.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return mapRaftError(err)
+	}
+	voters, found, isVoter := 0, false, false
+	for _, srv := range cf.Configuration().Servers {
+		if srv.Suffrage == raft.Voter {
+			voters++
+		}
+		if string(srv.ID) == id {
+			found, isVoter = true, srv.Suffrage == raft.Voter
+		}
+	}
+	if found && isVoter && voters == 1 {
+		return fmt.Errorf("%w: %s is the last voter; removing it would leave the cluster without a quorum", ErrMembership, id)
+	}
+	if found {
+		if err := s.raft.RemoveServer(raft.ServerID(id), 0, s.timeout(ctx)).Error(); err != nil {
+			return mapRaftError(err)
+		}
+		s.log.Info("member removed", zap.String("id", id))
+	}
 	if _, ok := s.fsm.node(id); ok {
 		if _, err := s.applyEntry(ctx, entryNode, nodeMeta{ID: id, Remove: true}); err != nil {
 			return err
 		}
 	}
-	if err := s.raft.RemoveServer(raft.ServerID(id), 0, s.timeout(ctx)).Error(); err != nil {
-		return mapRaftError(err)
-	}
-	s.log.Info("member removed", zap.String("id", id))
 	return nil
 }
 
@@ -100,14 +139,21 @@ func (s *Store) Status() api.ClusterStatus {
 		LeaderHTTP: s.LeaderHTTP(), Term: s.raft.CurrentTerm(), CommitIndex: s.raft.CommitIndex(),
 		AppliedIndex: s.fsm.applied.get(),
 	}
+	if s.raft.State() == raft.Follower {
+		st.LastContact = s.raft.LastContact()
+	}
 	cf := s.raft.GetConfiguration()
 	if cf.Error() == nil {
 		for _, srv := range cf.Configuration().Servers {
 			n, _ := s.fsm.node(string(srv.ID))
-			st.Members = append(st.Members, api.Member{
+			m := api.Member{
 				ID: string(srv.ID), RaftAddr: string(srv.Address), HTTPAddr: n.HTTPAddr,
 				Leader: srv.ID == leaderID || (leaderID == "" && srv.Address == leaderAddr && leaderAddr != ""),
-			})
+			}
+			if at, ok := s.peers.unreachable(srv.ID); ok && s.raft.State() == raft.Leader {
+				m.Unreachable, m.LastContact = true, at
+			}
+			st.Members = append(st.Members, m)
 		}
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })

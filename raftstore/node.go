@@ -25,6 +25,7 @@ import (
 // safe for concurrent use.
 type Store struct {
 	cfg   Config
+	cmds  *Commands
 	log   *zap.Logger
 	clock Clock
 
@@ -57,6 +58,9 @@ type Store struct {
 	caughtUp    atomic.Bool
 	readyTarget atomic.Uint64
 
+	// peers is the leader's view of its peers' reachability (peers.go).
+	peers peerWatch
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -70,9 +74,9 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	s := &Store{
-		cfg: cfg, log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
+		cfg: cfg, cmds: NewCommands(cfg), log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
 		leadReady: make(chan struct{}), closing: make(chan struct{}),
 	}
 	s.hclog = newHCLog(s.log.Named("raft"))
@@ -91,9 +95,10 @@ func Open(cfg Config) (*Store, error) {
 		}
 	}
 	s.verify = newVerifier(s.raft)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() { defer s.wg.Done(); s.verify.run(s.closing) }()
 	go func() { defer s.wg.Done(); s.watchLeadership() }()
+	go func() { defer s.wg.Done(); s.watchPeers() }()
 	return s, nil
 }
 

@@ -55,7 +55,7 @@ func (s *Store) overlay(l *lease.Lease) {
 
 // Task returns one task; linearizable unless stale.
 func (s *Store) Task(ctx context.Context, taskID string, stale bool) (*lease.Task, error) {
-	if err := s.checkTaskID(taskID); err != nil {
+	if err := s.cmds.checkTaskID(taskID); err != nil {
 		return nil, err
 	}
 	if !stale {

@@ -46,6 +46,7 @@ type streamLayer struct {
 	ln     net.Listener
 	adv    net.Addr
 	dial   DialFunc
+	src    *pki.Source
 	server *tls.Config
 	client func(addr string) *tls.Config
 	log    *zap.Logger
@@ -87,6 +88,7 @@ func newStreamLayer(bind, adv string, src *pki.Source, expect func(addr string) 
 		l.adv = advAddr(adv)
 	}
 	if src != nil {
+		l.src = src
 		l.server, l.client = src.MemberConfigs(expect)
 	}
 	l.wg.Add(1)
@@ -193,11 +195,35 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = c.Close()
 		reason := refusedHandshake
-		if errors.Is(err, pki.ErrWrongRole) || errors.Is(err, pki.ErrWrongName) {
+		switch {
+		case errors.Is(err, pki.ErrWrongRole):
 			reason = refusedRole
+		case errors.Is(err, pki.ErrWrongName):
+			reason = refusedClaim
 		}
 		l.refuse(c.RemoteAddr(), reason, fmt.Errorf("dialing %s: %w", address, err))
 		return nil, err
 	}
 	return tc, nil
+}
+
+// prove checks that addr answers as member id: with TLS, a handshake whose
+// peer presents a member certificate naming id; in plaintext, only that
+// something accepts a connection there (all plaintext can show).
+func (l *streamLayer) prove(ctx context.Context, addr, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	c, err := l.dial(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("nothing answers at its raft address: %w", err)
+	}
+	defer c.Close()
+	if l.src == nil {
+		return nil
+	}
+	_, client := l.src.MemberConfigs(func(string) string { return id })
+	if err := tls.Client(c, client(addr)).HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("its raft address does not prove member %q: %w", id, err)
+	}
+	return nil
 }

@@ -97,6 +97,9 @@ func (g *guard) next() error {
 		var m raft.InstallSnapshotRequest
 		err = g.dec.Decode(&m)
 		hdr, g.raw = m.RPCHeader, m.Size
+		if err == nil && m.Size < 0 {
+			err = fmt.Errorf("negative snapshot size %d", m.Size)
+		}
 	default:
 		err = fmt.Errorf("%w: unknown RPC type %d from %s", errRefused, t, g.peer)
 		g.refuse(g.RemoteAddr(), refusedUnknown, err)
@@ -107,7 +110,7 @@ func (g *guard) next() error {
 		g.refuse(g.RemoteAddr(), refusedMalformed, err)
 		return err
 	}
-	if string(hdr.ID) != g.peer || g.raw < 0 {
+	if string(hdr.ID) != g.peer {
 		err = fmt.Errorf("%w: member %q sent an RPC claiming to be %q", errRefused, g.peer, hdr.ID)
 		g.refuse(g.RemoteAddr(), refusedClaim, err)
 		return err

@@ -134,3 +134,9 @@ func TestTLSClientOnPlaintextRaftPortIsRefused(t *testing.T) {
 	_, err := s.Task(ctxT(t), "tls-on-plain", true)
 	require.ErrorIs(t, err, lease.ErrTaskNotFound)
 }
+
+func tlsServerHandshake(c net.Conn, cfg *tls.Config) error {
+	tc := tls.Server(c, cfg)
+	_ = tc.SetDeadline(time.Now().Add(waitTimeout))
+	return tc.Handshake()
+}

@@ -3,9 +3,9 @@ package raftstore
 import (
 	"fmt"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
@@ -24,20 +24,10 @@ const (
 )
 
 // validID reports whether s is a usable identifier: 1..maxBytes bytes of
-// valid UTF-8 without control characters. Ids end up in log lines, token
-// signatures (newline-separated) and URLs, so control characters would make
-// all three ambiguous.
-func validID(s string, maxBytes int) bool {
-	if s == "" || len(s) > maxBytes || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
+// valid UTF-8 without control characters (fence.ValidID's rule). Ids end
+// up in log lines, token signatures (newline-separated) and URLs, so
+// control characters would make all three ambiguous.
+func validID(s string, maxBytes int) bool { return fence.ValidID(s, maxBytes) == nil }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
@@ -49,8 +39,8 @@ func tooLarge(field string, n, limit int) error {
 
 // checkTaskID applies the model's task id rule (lease.CheckTaskID) with
 // the configured length bound.
-func (s *Store) checkTaskID(id string) error {
-	if err := lease.CheckTaskID(id, s.cfg.MaxTaskIDBytes); err != nil {
+func (c *Commands) checkTaskID(id string) error {
+	if err := lease.CheckTaskID(id, c.cfg.MaxTaskIDBytes); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return nil
@@ -80,7 +70,7 @@ func checkText(field, v string, limit int) error {
 	return nil
 }
 
-func (s *Store) checkBytes(field string, b []byte, limit int) error {
+func (c *Commands) checkBytes(field string, b []byte, limit int) error {
 	if len(b) > limit {
 		return tooLarge(field, len(b), limit)
 	}
@@ -95,11 +85,11 @@ func checkEpoch(epoch uint64) error {
 }
 
 // profile resolves a profile name ("" = the default profile).
-func (s *Store) profile(name string) (string, Profile, error) {
+func (c *Commands) profile(name string) (string, Profile, error) {
 	if name == "" {
-		name = s.cfg.DefaultProfile
+		name = c.cfg.DefaultProfile
 	}
-	p, ok := s.cfg.Profiles[name]
+	p, ok := c.cfg.Profiles[name]
 	if !ok {
 		return "", Profile{}, fmt.Errorf("%w: %q", ErrUnknownProfile, name)
 	}
@@ -114,13 +104,13 @@ func checkOutcome(o lease.Outcome) error {
 	return invalid("outcome must be completed, failed or given_back, not %q", o)
 }
 
-func (s *Store) checkDurationMs(field string, ms int64, allowZero bool) (time.Duration, error) {
+func (c *Commands) checkDurationMs(field string, ms int64, allowZero bool) (time.Duration, error) {
 	if ms < 0 || (!allowZero && ms == 0) {
 		return 0, invalid("%s must be positive", field)
 	}
 	d := time.Duration(ms) * time.Millisecond
-	if d > s.cfg.MaxWait || ms > int64(s.cfg.MaxWait/time.Millisecond) {
-		return 0, invalid("%s must be at most %s", field, s.cfg.MaxWait)
+	if d > c.cfg.MaxWait || ms > int64(c.cfg.MaxWait/time.Millisecond) {
+		return 0, invalid("%s must be at most %s", field, c.cfg.MaxWait)
 	}
 	return d, nil
 }

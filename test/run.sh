@@ -47,8 +47,13 @@ fi
 
 step "dev flow with real clients"; test/devclients.sh
 
+step "image: built without a Docker engine, its entrypoint started from the unpacked filesystem"; test/image.sh
+
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
+
+step "nemesis fault suite"; test/nemesis.sh
+step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
 
 step "demo smoke test"
 ./bin/fencepost demo
@@ -67,6 +72,7 @@ expect_fail "the sidecar's deadline check" go test -count=1 -tags fencepost_brok
 go build -tags fencepost_broken_nodeadline -o bin/fencepost-broken ./cmd/fencepost
 expect_fail "the sidecar's deadline check (demo)" ./bin/fencepost-broken demo
 expect_fail "authorization" go test -count=1 -tags fencepost_broken_authz -run 'TestAuthz' ./raftstore/httpapi/
+expect_fail "the sidecar's deadline check (nemesis)" env NEMESIS=1 NEMESIS_FAULTS=4 NEMESIS_OPS=1000 NEMESIS_KINDS=sidecar-pause,sidecar-worker-pause go test -count=1 -tags fencepost_broken_nodeadline -run 'TestNemesis$' ./test/nemesis/
 expect_fail "downstream fencing" go test -count=1 -tags fencepost_broken_fencing ./fence/ ./fence/sqlstore/ ./fence/refsvc/
 rm -f bin/fencepost-broken
 echo

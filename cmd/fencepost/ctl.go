@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
@@ -31,6 +33,11 @@ const (
 	// ctlClusterEnv names the variable read for --cluster. ctl loads no
 	// role configuration, so it reads this one variable itself.
 	ctlClusterEnv = "FENCEPOST_CLUSTER"
+	// ctlCAEnv, ctlCertEnv and ctlKeyEnv name the variables read for
+	// --ca, --cert and --key.
+	ctlCAEnv   = "FENCEPOST_CA_FILE"
+	ctlCertEnv = "FENCEPOST_CERT_FILE"
+	ctlKeyEnv  = "FENCEPOST_KEY_FILE"
 	// ctlRetryRounds bounds how many times a call goes round every endpoint.
 	// With the client's doubling backoff (25ms..500ms) six rounds wait out a
 	// leader election (well under a second) but give up on a cluster that
@@ -94,6 +101,9 @@ type ctlGlobals struct {
 	output    string
 	timeout   time.Duration
 	requestID string
+	ca        string
+	cert      string
+	key       string
 }
 
 // bind defines the global flags on fs. Called on the ctl FlagSet and again
@@ -104,6 +114,25 @@ func (g *ctlGlobals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.output, "o", g.output, "output format: table or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on the cluster after this long")
 	fs.StringVar(&g.requestID, "request-id", g.requestID, "request id of the mutation; repeat it after a timeout to apply the change at most once")
+	fs.StringVar(&g.ca, "ca", g.ca, "cluster CA certificate: talk HTTPS and verify the cluster with it (env "+ctlCAEnv+")")
+	fs.StringVar(&g.cert, "cert", g.cert, "your certificate, e.g. from 'fencepost tls cert create --operator' (env "+ctlCertEnv+")")
+	fs.StringVar(&g.key, "key", g.key, "your certificate's key (env "+ctlKeyEnv+")")
+}
+
+// tlsConfig returns the client TLS configuration of --ca/--cert/--key,
+// nil when none is given (plain HTTP).
+func (g *ctlGlobals) tlsConfig() (*tls.Config, error) {
+	if g.ca == "" && g.cert == "" && g.key == "" {
+		return nil, nil
+	}
+	if g.ca == "" || g.cert == "" || g.key == "" {
+		return nil, errors.New("--ca, --cert and --key go together (TLS needs all three)")
+	}
+	src, err := pki.NewSource(pki.Files{CA: g.ca, Cert: g.cert, Key: g.key})
+	if err != nil {
+		return nil, err
+	}
+	return src.ClientConfig(""), nil
 }
 
 // ctlCommands lists every verb, in help order; each is defined in the
@@ -176,6 +205,7 @@ Exit codes (for scripts):
 
 Examples:
   fencepost ctl status
+  fencepost ctl --ca tls/ca.pem --cert tls/operator-alice.pem --key tls/operator-alice-key.pem status
   fencepost ctl --cluster 10.0.0.1:7400,10.0.0.2:7400 members list
   fencepost ctl members add n4 10.0.0.4:7401 10.0.0.4:7400
   fencepost ctl tasks create run_456 --profile short --payload '{"repo":"x"}'
@@ -220,6 +250,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if env := os.Getenv(ctlClusterEnv); env != "" {
 		g.cluster = env
 	}
+	g.ca, g.cert, g.key = os.Getenv(ctlCAEnv), os.Getenv(ctlCertEnv), os.Getenv(ctlKeyEnv)
 	fs := newFlagSet("ctl")
 	g.bind(fs)
 	if code, ok := parseFlags(fs, ctlUsage(), args, stdout, stderr); !ok {
@@ -272,7 +303,12 @@ func runCtlCmd(ctx context.Context, c *ctlCmd, g *ctlGlobals, args []string, std
 	if len(endpoints) == 0 {
 		return usageError(stderr, name, "--cluster: no endpoint given")
 	}
+	tc, err := g.tlsConfig()
+	if err != nil {
+		return usageError(stderr, name, err.Error())
+	}
 	client, err := cluster.New(cluster.Config{
+		TLS:         tc,
 		Endpoints:   endpoints,
 		Timeout:     min(g.timeout, cluster.DefaultTimeout),
 		CallTimeout: g.timeout,

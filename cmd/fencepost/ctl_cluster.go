@@ -23,21 +23,20 @@ const ctlProbeTimeout = time.Second
 
 var ctlStatus = &ctlCmd{
 	name:    "status",
-	summary: "members, leader, term, commit and applied index, and whether each member is ready",
+	summary: "leader, term, commit and applied index, and every member's own state, last contact and readiness",
 	bind: func(*flag.FlagSet) ctlAction {
 		return func(x *ctlCall) (*ctlOut, error) {
-			st, err := x.client.Status(x.ctx)
+			// Every member is asked itself, so a member that is down, cut
+			// off or lagging shows as such, and a leaderless member asked
+			// first does not hide the leader the others know.
+			h, err := askEveryMember(x.ctx, x.client)
 			if err != nil {
 				return nil, err
 			}
-			out := &ctlOut{v: st}
+			out := &ctlOut{v: h}
 			if x.g.output == "table" {
-				// Readiness is asked of every member itself, so a member
-				// that is down or lagging shows up even though the
-				// answering one lists it as a voter. -o json stays the
-				// API's answer and skips the probes.
-				ready := probeMembers(x.ctx, x.client, st.Members)
-				out.table = func(w io.Writer) { statusTable(w, st, ready) }
+				ready := probeMembers(x.ctx, x.client, h.Members)
+				out.table = func(w io.Writer) { statusTable(w, h, ready) }
 			}
 			return out, nil
 		}
@@ -74,7 +73,8 @@ func probeMembers(ctx context.Context, c *cluster.Client, members []api.Member) 
 }
 
 // statusTable prints the cluster summary and its members.
-func statusTable(w io.Writer, st api.ClusterStatus, ready []string) {
+func statusTable(w io.Writer, h clusterHealth, ready []string) {
+	st := h.ClusterStatus
 	tw := newTable(w)
 	leader := dash(st.Leader)
 	if st.LeaderHTTP != "" {
@@ -87,44 +87,23 @@ func statusTable(w io.Writer, st api.ClusterStatus, ready []string) {
 	row(tw, "applied index", strconv.FormatUint(st.AppliedIndex, 10))
 	_ = tw.Flush()
 	fmt.Fprintln(w)
-	memberTable(w, st.Members, ready)
-}
-
-// memberTable prints the voters; ready may be nil.
-func memberTable(w io.Writer, members []api.Member, ready []string) {
-	tw := newTable(w)
-	head := []string{"ID", "RAFT", "HTTP", "ROLE"}
-	if ready != nil {
-		head = append(head, "READY")
-	}
-	row(tw, head...)
-	for i, m := range members {
-		role := "follower"
-		if m.Leader {
-			role = "leader"
-		}
-		cells := []string{m.ID, m.RaftAddr, dash(m.HTTPAddr), role}
-		if ready != nil {
-			cells = append(cells, ready[i])
-		}
-		row(tw, cells...)
-	}
-	_ = tw.Flush()
+	healthTable(w, h, ready, time.Now())
 }
 
 var ctlMembersList = &ctlCmd{
 	name:    "members list",
-	summary: "list the raft voters",
+	summary: "list the raft voters, each with its own state and last contact",
 	bind: func(*flag.FlagSet) ctlAction {
 		return func(x *ctlCall) (*ctlOut, error) {
-			st, err := x.client.Status(x.ctx)
+			h, err := askEveryMember(x.ctx, x.client)
 			if err != nil {
 				return nil, err
 			}
 			v := struct {
-				Members []api.Member `json:"members"`
-			}{st.Members}
-			return &ctlOut{v: v, table: func(w io.Writer) { memberTable(w, st.Members, nil) }}, nil
+				Members []api.Member   `json:"members"`
+				Health  []memberHealth `json:"health"`
+			}{h.Members, h.Health}
+			return &ctlOut{v: v, table: func(w io.Writer) { healthTable(w, h, nil, time.Now()) }}, nil
 		}
 	},
 }

@@ -87,7 +87,7 @@ func TestCtlStatusMembersKeysLeases(t *testing.T) {
 	out := ctlOK(t, ep, "status")
 	require.Contains(t, out, "leader")
 	require.Contains(t, out, "applied index")
-	require.Regexp(t, `n1\s+\S+\s+`+ep+`\s+leader\s+yes`, out)
+	require.Regexp(t, `n1\s+\S+\s+`+ep+`\s+leader\s+\d+\s+\d+\s+-\s+yes`, out)
 
 	st := ctlJSON[api.ClusterStatus](t, ep, "status")
 	require.Equal(t, "n1", st.Leader)
@@ -362,7 +362,7 @@ func TestCtlUsageErrors(t *testing.T) {
 		{[]string{"status", "--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"status", "--timeout", "soon"}, "invalid value"},
 		{[]string{"--cluster", "", "status"}, "--cluster: no endpoint given"},
-		{[]string{"--cluster", "https://x:1", "status"}, "only http:// is supported"},
+		{[]string{"--cluster", "https://x:1", "status"}, "https:// needs the cluster CA"},
 		{[]string{"tasks", "list", "--state", "running"}, `--state "running": want one of`},
 		{[]string{"tasks", "list", "--status", "alive"}, `--status "alive": want one of`},
 		{[]string{"tasks", "list", "--limit", "-1"}, "--limit must not be negative"},

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy"
 	"github.com/fencepost/fencepost/raftstore/node"
 )
@@ -61,13 +62,17 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // instructions, waits for ctx and stops them in reverse order.
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
 	scfg := cfg.Server()
+	sccfg := cfg.Sidecar()
+	// The cluster signs only with a key file its members hold (the key
+	// never enters the log), and dev speaks TLS like a real cluster: both
+	// come from devSecrets, beside the data directory, unless configured.
+	sec, err := devSecrets(cfg.DataDir+"-tls", sccfg.WorkerID)
+	if err != nil {
+		return fmt.Errorf("%w: dev certificates: %w", config.ErrRuntime, err)
+	}
+	scfg.TLS = sec.member
 	if scfg.Signing.KeyFile == "" {
-		// The cluster signs only with a key file its members hold (the key
-		// never enters the log); dev keeps one in its data directory so its
-		// fenced service can require signatures from the first write.
-		if scfg.Signing.KeyFile, err = devSigningKey(cfg.DataDir); err != nil {
-			return startError(err)
-		}
+		scfg.Signing.KeyFile = sec.signingKey
 	}
 	ncfg, err := nodeConfig(scfg, log.Named("cluster"), newRegistry())
 	if err != nil {
@@ -81,15 +86,14 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	clusterAddr := n.HTTP.Addr()
 
 	fcfg := cfg.Fenced()
-	fcfg.KeysFrom = "http://" + clusterAddr
+	fcfg.KeysFrom, fcfg.KeysCAFile = "https://"+clusterAddr, sec.member.CAFile
 	fenced, err := startFenced(ctx, fcfg, log.Named("fenced"), newRegistry())
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, fenced.Close()) }()
 
-	sccfg := cfg.Sidecar()
-	sccfg.Cluster = []string{clusterAddr}
+	sccfg.Cluster, sccfg.ClusterTLS = []string{clusterAddr}, sec.sidecar
 	// Only the fenced service gets the token's signature, under both
 	// names a worker may call it by.
 	sccfg.SignatureHosts = []string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://")}
@@ -108,7 +112,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		self, err = "fencepost", nil
 	}
 	printDevHelp(stdout, devHelp{self: self, cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
-		fenced: fencedURL(fenced.Addr()), task: cfg.Task})
+		fenced: fencedURL(fenced.Addr()), task: cfg.Task, op: sec.operator})
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
 	return nil
@@ -153,12 +157,13 @@ func fencedURL(addr string) string {
 
 // devHelp is what the dev banner names.
 type devHelp struct {
-	self    string // how to type this binary in another shell (selfCommand)
-	cluster string // cluster API host:port
-	proxy   string // sidecar proxy host:port
-	control string // sidecar control API host:port
-	fenced  string // fenced service URL, through devFencedHost
-	task    string // the task the sidecar holds
+	self    string           // how to type this binary in another shell (selfCommand)
+	cluster string           // cluster API host:port
+	proxy   string           // sidecar proxy host:port
+	control string           // sidecar control API host:port
+	fenced  string           // fenced service URL, through devFencedHost
+	task    string           // the task the sidecar holds
+	op      config.CertFiles // the operator certificate ctl uses
 }
 
 // printDevHelp prints the banner: every command in it works as printed in
@@ -169,7 +174,7 @@ func printDevHelp(w io.Writer, h devHelp) {
 	fmt.Fprintf(w, `
 fencepost dev is running (Ctrl-C to stop)
 
-  cluster API      http://%[2]s        (GET /v1/cluster, /v1/tasks, /metrics)
+  cluster API      https://%[2]s       (GET /v1/cluster, /v1/tasks, /metrics; TLS, certificates in %[8]s)
   sidecar proxy    http://%[3]s        (the worker's HTTP_PROXY)
   sidecar control  http://%[4]s        (GET /v1/lease, /v1/events, /metrics)
   fenced service   %[5]s   (GET /v1/log)
@@ -191,19 +196,43 @@ Try a fenced call (arrives stamped with X-Fencing-Token):
 
 Take the lease away, then try again (409 from the sidecar; nothing reaches the service):
 
-  %[1]s ctl --cluster %[2]s tasks revoke %[6]s
+  %[1]s ctl --cluster %[2]s --ca %[9]s --cert %[10]s --key %[11]s tasks revoke %[6]s
   curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
-`, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost)
+`, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost,
+		filepath.Dir(h.op.CAFile), h.op.CAFile, h.op.CertFile, h.op.KeyFile)
 }
 
-// devSigningKey returns dev's signing key file in dataDir, creating it on
-// the first start and reusing it after, so tokens signed before a restart
-// still verify.
-func devSigningKey(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, signingKeyFile)
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
+// devIdentities are the certificates `fencepost dev` runs with.
+type devIdentities struct {
+	member, sidecar, operator config.CertFiles
+	signingKey                string
+}
+
+// devSecrets makes dir hold a CA, the node's, the sidecar's and an
+// operator's certificates and a signing key, creating what is missing, so
+// dev runs with TLS like a real cluster and still starts in one command.
+// dir sits beside the data directory, not in it: the node's data alone
+// cannot forge tokens, in dev as in production.
+func devSecrets(dir, worker string) (devIdentities, error) {
+	loop := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	long := pki.DefaultCertValidity
+	member := pki.Request{Name: "dev", Role: pki.RoleMember, DNSNames: []string{"localhost"}, IPs: loop, Validity: long}
+	sidecar := pki.Request{Name: worker, Role: pki.RoleSidecar, Validity: long}
+	operator := pki.Request{Name: "dev-operator", Role: pki.RoleOperator, Validity: long}
+	ids, err := pki.EnsureLocal(dir, []pki.Request{member, sidecar, operator}, time.Now())
+	if err != nil {
+		return devIdentities{}, err
 	}
-	return writeSigningKey(dataDir)
+	files := func(r pki.Request) config.CertFiles {
+		f := ids[pki.Identity{Name: r.Name, Role: r.Role}]
+		return config.CertFiles{CAFile: f.CA, CertFile: f.Cert, KeyFile: f.Key}
+	}
+	key := filepath.Join(dir, signingKeyFile)
+	if _, err := os.Stat(key); errors.Is(err, os.ErrNotExist) {
+		if _, err := writeSigningKey(dir); err != nil {
+			return devIdentities{}, err
+		}
+	}
+	return devIdentities{member: files(member), sidecar: files(sidecar), operator: files(operator), signingKey: key}, nil
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
@@ -83,7 +82,7 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 		if err != nil {
 			return nil, startError(err)
 		}
-		url := keysURL(cfg.KeysFrom)
+		url := keysURL(cfg.KeysFrom, client != nil)
 		keys := fence.NewRefreshingKeys(initial, func(ctx context.Context) (fence.StaticKeys, error) {
 			return fence.FetchKeys(ctx, client, url)
 		}, fence.DefaultKeyRefetchInterval, nil)
@@ -107,29 +106,31 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 	return srv, nil
 }
 
-// keysClient is the HTTP client fenced fetches keys with: the default one,
-// or one that verifies the cluster with caFile (keys_ca_file).
+// keysClient is the HTTP client fenced fetches keys with: the default one
+// without keys_ca_file (plain HTTP, loopback only), or one that verifies the
+// cluster against the CA (keys_ca_file).
 func keysClient(caFile string) (*http.Client, error) {
 	if caFile == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := pki.LoadPool(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: keys_ca_file: %w", config.ErrRuntime, err)
+		return nil, fmt.Errorf("keys_ca_file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%w: keys_ca_file: %s holds no PEM certificate", config.ErrInvalid, caFile)
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}}
 	return &http.Client{Transport: tr}, nil
 }
 
-// keysURL is the key document's URL on a cluster endpoint.
-func keysURL(endpoint string) string {
+// keysURL is the key document's URL on a cluster endpoint; an endpoint
+// without a scheme is https when a CA verifies it (tls), http otherwise.
+func keysURL(endpoint string, tls bool) string {
 	url := endpoint
 	if !strings.Contains(url, "://") {
-		url = "http://" + url
+		if tls {
+			url = "https://" + url
+		} else {
+			url = "http://" + url
+		}
 	}
 	return strings.TrimRight(url, "/") + api.PathKeys
 }
@@ -147,9 +148,9 @@ const keysAttemptTimeout = 5 * time.Second
 // log line per failed attempt for up to wait. Until it has them fenced does
 // not listen: a service that verifies signatures must not accept a write it
 // cannot check. After wait it fails with one line naming keys_from, the
-// attempts and the last cause.
+// attempts and the last cause. client is keysClient's.
 func fetchKeys(ctx context.Context, client *http.Client, endpoint string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
-	url := keysURL(endpoint)
+	url := keysURL(endpoint, client != nil)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	delay := 250 * time.Millisecond

@@ -36,7 +36,7 @@ func TestFencedKeysOverTLS(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cluster.Certificate().Raw}), 0o600))
 
-	_, err := fence.FetchKeys(t.Context(), nil, keysURL(cluster.URL))
+	_, err := fence.FetchKeys(t.Context(), nil, keysURL(cluster.URL, true))
 	require.Error(t, err, "without the cluster CA the https keys_from is not trusted")
 
 	srv, err := startFenced(t.Context(), &config.Fenced{Addr: "127.0.0.1:0", KeysFrom: cluster.URL, KeysCAFile: caFile}, zap.NewNop(), newRegistry())

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/fencepost/fencepost/fence/pki"
 )
 
-const healthcheckUsage = `Usage: fencepost healthcheck [--timeout 3s] URL
+const healthcheckUsage = `Usage: fencepost healthcheck [--timeout 3s] [--ca FILE] URL
 
 GETs URL and exits 0 when the answer is 2xx, 1 otherwise (with one line
 saying what came back), 2 for a bad URL. Proxy variables are ignored: a
@@ -20,7 +23,7 @@ image is distroless): compose and other runtimes run it inside the
 container, against the role's own /healthz or /readyz on loopback.
 
 Examples:
-  fencepost healthcheck http://127.0.0.1:7400/readyz      # a cluster node: leader known, caught up
+  fencepost healthcheck --ca /tls/ca.pem https://127.0.0.1:7400/readyz   # a cluster node: leader known, caught up
   fencepost healthcheck http://127.0.0.1:7481/readyz      # a sidecar: session open, task held
   fencepost healthcheck http://127.0.0.1:7490/healthz     # fenced
 `
@@ -32,6 +35,7 @@ func init() {
 func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("healthcheck")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this `duration`")
+	caFile := fs.String("ca", "", "verify an https:// URL against this CA `file` (the cluster CA)")
 	if code, ok := parseFlags(fs, healthcheckUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -51,7 +55,15 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return usageError(stderr, "healthcheck", err.Error())
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	tr := &http.Transport{Proxy: nil}
+	if *caFile != "" {
+		pool, err := pki.LoadPool(*caFile)
+		if err != nil {
+			return usageError(stderr, "healthcheck", "--ca: "+err.Error())
+		}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	client := &http.Client{Transport: tr}
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "fencepost healthcheck: %s: %v\n", u, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
 const sidecarUsage = `Usage: fencepost sidecar [flags]
@@ -67,15 +68,38 @@ func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // startSidecar builds and starts a sidecar from its configuration.
 func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) (*proxy.Sidecar, error) {
-	sc, err := proxy.New(sidecarConfig(cfg, log, reg), nil)
+	pc := sidecarConfig(cfg, log, reg)
+	// With cluster_tls the client is built here, over TLS: the sidecar
+	// verifies the cluster against the CA and presents its own certificate.
+	var cc proxy.Cluster
+	src, err := cfg.ClusterTLS.Source("cluster_tls")
+	if err != nil {
+		return nil, err
+	}
+	if src != nil {
+		timeout := pc.ClusterTimeout
+		if timeout == 0 {
+			timeout = proxy.DefaultClusterTimeout
+		}
+		c, err := cluster.New(cluster.Config{Endpoints: cfg.Cluster, Timeout: timeout, TLS: src.ClientConfig(""),
+			Logger: log.Named("cluster")})
+		if err != nil {
+			return nil, startError(err)
+		}
+		cc = c
+	}
+	sc, err := proxy.New(pc, cc)
 	if err != nil {
 		return nil, startError(err)
 	}
 	if err := sc.Start(ctx); err != nil {
 		return nil, startError(err)
 	}
+	if src == nil {
+		log.Warn("the link to the cluster is PLAIN HTTP (no cluster_tls): for a cluster on loopback only", zap.Strings("cluster", cfg.Cluster))
+	}
 	log.Info("fencepost sidecar started", zap.String("proxy", sc.ProxyAddr()),
-		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task))
+		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task), zap.Bool("cluster_tls", src != nil))
 	return sc, nil
 }
 

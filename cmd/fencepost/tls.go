@@ -24,6 +24,8 @@ Usage:
                             [--dns NAME,...] [--ip ADDR,...] [--dir DIR] [--days N]
                             [--ca FILE --ca-key FILE]
   fencepost tls signing-key create [--dir DIR]
+  fencepost tls init --dir DIR [--member NAME,...] [--sidecar NAME,...]
+                     [--operator NAME,...] [--reader NAME,...] [--signing-key]
 
 Certificates for the cluster, in the shape of 'consul tls'. Keys are ECDSA
 P-256, written 0600; certificates 0644. Nothing is ever overwritten.
@@ -44,6 +46,12 @@ P-256, written 0600; certificates 0644. Nothing is ever overwritten.
                      signing-key.pem (0600). Give the same file to every member
                      (signing.key_file); it never enters the raft log.
 
+  init               everything a stack needs in one idempotent step, for
+                     containers without a shell (compose's init service):
+                     the CA, a certificate per name (members valid for their
+                     name and localhost) and, with --signing-key, the signing
+                     key; what already exists is kept.
+
 Examples:
   fencepost tls ca create --dir tls
   fencepost tls cert create --member --name n1 --dns n1.fencepost.default.svc --ip 127.0.0.1 --dir tls
@@ -60,8 +68,11 @@ func runTLS(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, strings.TrimSpace(tlsUsage))
 		return exitOK
 	}
+	if len(args) >= 1 && args[0] == "init" {
+		return runTLSInit(args[1:], stdout, stderr)
+	}
 	if len(args) < 2 || args[1] != "create" {
-		return usageError(stderr, "tls", "want 'ca create', 'cert create' or 'signing-key create'")
+		return usageError(stderr, "tls", "want 'ca create', 'cert create', 'signing-key create' or 'init'")
 	}
 	switch args[0] {
 	case "ca":
@@ -217,4 +228,46 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func runTLSInit(args []string, stdout, stderr io.Writer) int {
+	const name = "tls init"
+	fs := newFlagSet(name)
+	dir := fs.String("dir", "", "directory holding (or to hold) the CA, certificates and key")
+	lists := map[pki.Role]*string{}
+	for _, r := range pki.Roles {
+		lists[r] = fs.String(string(r), "", string(r)+" names, comma-separated")
+	}
+	signing := fs.Bool("signing-key", false, "also create signing-key.pem")
+	if code, ok := parseFlags(fs, tlsUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	if *dir == "" {
+		return usageError(stderr, name, "--dir is required")
+	}
+	var reqs []pki.Request
+	for _, r := range pki.Roles {
+		for _, n := range splitList(*lists[r]) {
+			req := pki.Request{Name: n, Role: r, Validity: pki.DefaultCertValidity}
+			if r == pki.RoleMember {
+				req.DNSNames, req.IPs = []string{n, "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+			}
+			reqs = append(reqs, req)
+		}
+	}
+	files, err := pki.EnsureLocal(*dir, reqs, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "fencepost %s: %v\n", name, err)
+		return exitRuntime
+	}
+	if *signing {
+		if _, err := os.Stat(filepath.Join(*dir, signingKeyFile)); os.IsNotExist(err) {
+			if _, err := writeSigningKey(*dir); err != nil {
+				fmt.Fprintf(stderr, "fencepost %s: %v\n", name, err)
+				return exitRuntime
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "==> %s holds the CA and %d certificate(s)\n", *dir, len(files))
+	return exitOK
 }

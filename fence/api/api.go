@@ -8,7 +8,11 @@
 // byte fields are standard base64 (encoding/json's []byte).
 package api
 
-import "github.com/fencepost/fencepost/fence/lease"
+import (
+	"time"
+
+	"github.com/fencepost/fencepost/fence/lease"
+)
 
 // HeaderRequestID carries the client-chosen id of a mutating request. The
 // cluster de-duplicates on it, so a retry after an unknown outcome (a leader
@@ -260,6 +264,10 @@ type Member struct {
 	RaftAddr string `json:"raftAddr"`
 	HTTPAddr string `json:"httpAddr,omitempty"`
 	Leader   bool   `json:"leader"`
+	// Unreachable is set by the leader when its raft heartbeats to the
+	// member fail; LastContact is then when it last heard from it.
+	Unreachable bool      `json:"unreachable,omitempty"`
+	LastContact time.Time `json:"lastContact,omitzero"`
 }
 
 // ClusterStatus is the reply to GET /v1/cluster.
@@ -272,6 +280,9 @@ type ClusterStatus struct {
 	CommitIndex  uint64   `json:"commitIndex"`
 	AppliedIndex uint64   `json:"appliedIndex"`
 	Members      []Member `json:"members"`
+	// LastContact is when a follower last heard from the leader (zero on
+	// the leader and on a member without one).
+	LastContact time.Time `json:"lastContact,omitzero"`
 }
 
 // JoinRequest adds a voter; joining with the same id and address again is

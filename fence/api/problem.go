@@ -31,5 +31,6 @@ const (
 	CodeTimeout        = "timeout"     // outcome unknown; retry with the same request id
 	CodeInternal       = "internal"
 	CodeUnknownOutcome = "unknown_outcome"
-	CodeUnknownProfile = "unknown_profile" // a task profile the cluster does not define
+	CodeUnknownProfile = "unknown_profile"    // a task profile the cluster does not define
+	CodeMembership     = "membership_refused" // a join without proof, or a removal that would lose quorum; nothing changed
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // File names `fencepost tls` writes in its output directory.
@@ -80,4 +81,41 @@ func LoadCA(certPath, keyPath string) (*CA, error) {
 		return nil, fmt.Errorf("pki: read CA key: %w", err)
 	}
 	return ParseCA(c, k)
+}
+
+// EnsureLocal makes dir hold a CA and, for every request, a certificate
+// issued by it, creating only what is missing (a second start reuses the
+// first one's files). It is how `fencepost dev` gets its certificates
+// without a set-up step; a real cluster uses `fencepost tls`.
+func EnsureLocal(dir string, reqs []Request, now time.Time) (map[Identity]Files, error) {
+	caCert, caKey := filepath.Join(dir, CAFile), filepath.Join(dir, CAKeyFile)
+	if _, err := os.Stat(caCert); errors.Is(err, os.ErrNotExist) {
+		_, pair, err := NewCA("fencepost-dev-ca", now, DefaultCAValidity)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := WritePair(dir, CAFile, CAKeyFile, pair); err != nil {
+			return nil, err
+		}
+	}
+	ca, err := LoadCA(caCert, caKey)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[Identity]Files, len(reqs))
+	for _, r := range reqs {
+		certName, keyName := CertFiles(r.Role, r.Name)
+		f := Files{CA: caCert, Cert: filepath.Join(dir, certName), Key: filepath.Join(dir, keyName)}
+		if _, err := os.Stat(f.Cert); errors.Is(err, os.ErrNotExist) {
+			pair, err := ca.Issue(r, now)
+			if err != nil {
+				return nil, err
+			}
+			if _, _, err := WritePair(dir, certName, keyName, pair); err != nil {
+				return nil, err
+			}
+		}
+		out[Identity{Name: r.Name, Role: r.Role}] = f
+	}
+	return out, nil
 }

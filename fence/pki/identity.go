@@ -1,8 +1,12 @@
 // Package pki owns who a TLS peer is: the identity a fencepost certificate
-// names (a name and one role) and the rule that reads it. It is shared by
+// names (a name and one role) and the rule that reads it; the cluster CA
+// and the certificates it issues (ECDSA P-256, keys written 0600, never
+// overwritten); a Source that serves an identity's files and reloads them
+// when they change; and the TLS 1.3 configurations every role uses (the
+// API server's, its clients', the raft port's mutual TLS). It is shared by
 // the cluster (raft peers, API callers), the sidecar (its client
-// certificate) and the CLI's certificate tooling, so the rule is written
-// once. Like the rest of fence it is pure: no logging, no raft.
+// certificate) and the CLI (`fencepost tls`), so each rule is written
+// once. Like the rest of fence it has no logging and no raft.
 //
 // A fencepost certificate carries its identity in the subject:
 // CommonName is the name (a member id, a sidecar's worker id, an

@@ -126,10 +126,6 @@ func load(f Files) (*Material, [3]stamp, error) {
 	if err != nil {
 		return nil, st, fmt.Errorf("pki: read CA: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, st, fmt.Errorf("%w: %s holds no CA certificate", ErrPEM, f.CA)
-	}
 	certPEM, err := os.ReadFile(f.Cert)
 	if err != nil {
 		return nil, st, fmt.Errorf("pki: read certificate: %w", err)
@@ -140,6 +136,20 @@ func load(f Files) (*Material, [3]stamp, error) {
 	}
 	m, err := NewMaterial(caPEM, certPEM, keyPEM)
 	return m, st, err
+}
+
+// LoadPool reads a CA bundle file into a pool, for a client that only
+// verifies the cluster (fetching public keys) and presents no identity.
+func LoadPool(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pki: read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%w: %s holds no CA certificate", ErrPEM, path)
+	}
+	return pool, nil
 }
 
 // NewMaterial builds Material from PEM bytes (files, or a test's memory).

@@ -198,7 +198,7 @@ func (s *Server) Addr() string {
 // returns. The log stays readable.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	srv, served := s.srv, s.served
+	srv, served, ln := s.srv, s.served, s.ln
 	s.srv = nil
 	s.mu.Unlock()
 	if srv == nil {
@@ -207,6 +207,9 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := srv.ShutdownWithContext(ctx)
+	// Shutdown closes only listeners Serve has registered; a Close right
+	// after Start would otherwise leave Serve accepting forever.
+	_ = ln.Close()
 	if serr := <-served; err == nil {
 		err = serr
 	}

@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -93,6 +94,11 @@ type Config struct {
 	// DialTimeout bounds a TCP connect (default 1s, at most Timeout); a dead
 	// member is skipped after this long.
 	DialTimeout time.Duration
+	// TLS, when set, makes every call HTTPS with this configuration: it
+	// must verify the cluster's certificate against the cluster CA and
+	// present the caller's certificate (pki.Source.ClientConfig does
+	// both). Nil is plain HTTP, for a cluster on loopback only.
+	TLS *tls.Config
 	// MaxConnsPerEndpoint bounds the pooled connections per member.
 	MaxConnsPerEndpoint int
 	// Logger receives debug logs of retries; nil discards them.
@@ -140,7 +146,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Endpoints is empty", ErrConfig)
 	}
 	for _, ep := range c.Endpoints {
-		if _, err := normalizeEndpoint(ep); err != nil {
+		if _, err := normalizeEndpoint(ep, c.TLS != nil); err != nil {
 			return err
 		}
 	}
@@ -160,7 +166,7 @@ func (c Config) Validate() error {
 // Client calls the cluster API. It is safe for concurrent use.
 type Client struct {
 	cfg       Config
-	endpoints []string // base URLs, "http://host:port"
+	endpoints []string // base URLs, "http(s)://host:port"
 	hc        *fasthttp.Client
 	log       *zap.Logger
 	// current is the index of the endpoint that answered last; calls start
@@ -176,7 +182,7 @@ func New(cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg, log: cfg.Logger}
 	for _, ep := range cfg.Endpoints {
-		base, _ := normalizeEndpoint(ep) // validated above
+		base, _ := normalizeEndpoint(ep, cfg.TLS != nil) // validated above
 		c.endpoints = append(c.endpoints, base)
 	}
 	dialTimeout := cfg.DialTimeout
@@ -199,10 +205,14 @@ func New(cfg Config) (*Client, error) {
 		MaxResponseBodySize: maxResponseBytes,
 		ReadTimeout:         cfg.Timeout,
 		WriteTimeout:        cfg.Timeout,
+		TLSConfig:           cfg.TLS,
 		// A connect is bounded by the attempt's deadline too: a member
 		// behind a silent partition must not hold a heartbeat attempt for
 		// a whole DialTimeout.
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			if timeout <= 0 { // a zero Dialer timeout would mean none
+				return nil, fasthttp.ErrDialTimeout
+			}
 			d := net.Dialer{Timeout: min(timeout, dialTimeout)}
 			return d.Dial("tcp", addr)
 		},
@@ -301,7 +311,7 @@ func (c *Client) do(ctx context.Context, r request) error {
 		defer cancel()
 	}
 	if r.mode == modeFixed {
-		base, err := normalizeEndpoint(r.endpoint)
+		base, err := normalizeEndpoint(r.endpoint, c.cfg.TLS != nil)
 		if err != nil {
 			return err
 		}
@@ -353,7 +363,7 @@ func (c *Client) attemptUntil(ctx context.Context, base string, r request, rid s
 	}
 	var leader string
 	if v := resp.Header.Peek(headerLeader); len(v) > 0 {
-		leader, _ = normalizeEndpoint(string(v))
+		leader, _ = normalizeEndpoint(string(v), c.cfg.TLS != nil)
 	}
 	status := resp.StatusCode()
 	if status >= 200 && status < 300 {

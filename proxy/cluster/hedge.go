@@ -30,7 +30,8 @@ import (
 //     timeout, 503 "no leader", a deposed leader's not-leader, 502/504 —
 //     makes the next member be tried at once (after a full round of
 //     failures, with the client's backoff);
-//   - a final answer (session not found, a bad request) ends the heartbeat;
+//   - a final answer (session not found — which the cluster gives only
+//     from a verified leader — or a bad request) ends the heartbeat;
 //     attempts still in flight are abandoned and their replies dropped;
 //   - at most one attempt per member is in flight.
 //

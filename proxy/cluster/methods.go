@@ -215,6 +215,15 @@ func (c *Client) Status(ctx context.Context) (api.ClusterStatus, error) {
 	return out, err
 }
 
+// MemberStatus asks one member (host:port or http://host:port) for its own
+// view of the cluster, in one attempt: the question is about that member,
+// so there is no failover (ctl status asks every member this way).
+func (c *Client) MemberStatus(ctx context.Context, endpoint string) (api.ClusterStatus, error) {
+	var out api.ClusterStatus
+	err := c.do(ctx, request{method: http.MethodGet, path: api.PathCluster, out: &out, mode: modeFixed, endpoint: endpoint})
+	return out, err
+}
+
 // Join adds a voter (idempotent).
 func (c *Client) Join(ctx context.Context, req api.JoinRequest) error {
 	return c.do(ctx, request{method: http.MethodPost, path: api.PathClusterJoin, body: req})

@@ -72,6 +72,7 @@ var problemTable = func() []problemMapping {
 		problemMapping{raftstore.ErrTooLarge, http.StatusRequestEntityTooLarge, api.CodeTooLarge},
 		problemMapping{raftstore.ErrUnknownProfile, http.StatusBadRequest, CodeUnknownProfile},
 		problemMapping{raftstore.ErrInvalidArgument, http.StatusBadRequest, api.CodeBadRequest},
+		problemMapping{raftstore.ErrMembership, http.StatusConflict, api.CodeMembership},
 
 		problemMapping{context.DeadlineExceeded, http.StatusGatewayTimeout, api.CodeTimeout},
 		problemMapping{context.Canceled, http.StatusServiceUnavailable, api.CodeUnavailable},

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,8 +35,8 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	r.decode(t, &sess)
 	require.Equal(t, "s1", sess.SessionID)
 
-	// A task id with a slash and a space travels path-escaped.
-	const id = "job/1 a"
+	// The safe alphabet's punctuation travels in the path as it is.
+	const id = "job:1@a.b_c"
 	r = do(t, "POST", base+api.PathTasks, mustJSON(t, api.CreateTaskRequest{TaskID: id, Priority: 3}))
 	require.Equal(t, http.StatusCreated, r.status)
 
@@ -212,6 +213,8 @@ func TestRequestID(t *testing.T) {
 
 	r := do(t, "POST", base+api.PathSessions, []byte(`{"workerId":"w"}`), api.HeaderRequestID, "rid-1")
 	require.Equal(t, "rid-1", r.header[api.HeaderRequestID])
+	var first api.Session
+	r.decode(t, &first)
 	r = do(t, "POST", base+api.PathSessions, []byte(`{"workerId":"w"}`))
 	generated := r.header[api.HeaderRequestID]
 	require.Len(t, generated, 32)
@@ -222,7 +225,7 @@ func TestRequestID(t *testing.T) {
 	var a, b api.Session
 	r1.decode(t, &a)
 	r.decode(t, &b)
-	require.Equal(t, "s-rid-1", a.SessionID)
+	require.Equal(t, first.SessionID, a.SessionID, "the same rid names the same session")
 	require.NotEqual(t, a.SessionID, b.SessionID)
 
 	r = do(t, "POST", base+api.PathSessions, []byte(`{"workerId":"w"}`), api.HeaderRequestID, "bad\x01id")
@@ -311,4 +314,24 @@ func TestCloseAbandonsReads(t *testing.T) {
 	r := <-done
 	require.Equal(t, http.StatusServiceUnavailable, r.status)
 	require.Equal(t, api.CodeUnavailable, r.problem(t).Code)
+}
+
+// The double validates and maps requests through the store's own
+// mapping (raftstore.Commands), so it refuses and accepts what the
+// cluster does.
+func TestDoubleMapsRequestsAsTheStore(t *testing.T) {
+	st := httpapitest.New()
+	ctx := context.Background()
+	_, err := st.CreateTask(ctx, "r1", api.CreateTaskRequest{TaskID: "t", Profile: "nope"})
+	require.ErrorIs(t, err, raftstore.ErrUnknownProfile)
+	_, err = st.CreateTask(ctx, "r2", api.CreateTaskRequest{TaskID: "t"})
+	require.NoError(t, err)
+	sess, err := st.OpenSession(ctx, "r3", api.OpenSessionRequest{WorkerID: "w"})
+	require.NoError(t, err)
+	// A profile is read only when the acquire creates the task.
+	g, err := st.Acquire(ctx, "r4", "t", api.AcquireRequest{SessionID: sess.SessionID, Profile: "nope"})
+	require.NoError(t, err)
+	require.Equal(t, raftstore.DefaultProfiles()[raftstore.DefaultProfileName].TTL.Milliseconds(), g.ValidForMs)
+	_, err = st.Checkpoint(ctx, "r5", "t", api.CheckpointRequest{SessionID: sess.SessionID})
+	require.ErrorIs(t, err, raftstore.ErrInvalidArgument, "epoch is required")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki"
 )
 
 // metricSourceDirs are the packages that register Prometheus metrics.
@@ -249,10 +250,29 @@ const devTask = "example-w1"
 type devStack struct {
 	http, control, proxy, fenced int
 	log                          *syncBuffer
+	// client trusts dev's CA and presents its operator certificate: the
+	// cluster API is TLS (dev makes its certificates in <data_dir>-tls,
+	// caFile among them).
+	client *http.Client
+	caFile string
 }
 
 func (d devStack) url(port int, p string) string {
+	if port == d.http {
+		return fmt.Sprintf("https://127.0.0.1:%d%s", port, p)
+	}
 	return fmt.Sprintf("http://127.0.0.1:%d%s", port, p)
+}
+
+// devClient returns a client for dev's certificates in dir, nil until dev
+// has written them.
+func devClient(dir string) *http.Client {
+	cert, key := pki.CertFiles(pki.RoleOperator, "dev-operator")
+	src, err := pki.NewSource(pki.Files{CA: filepath.Join(dir, pki.CAFile), Cert: filepath.Join(dir, cert), Key: filepath.Join(dir, key)})
+	if err != nil {
+		return nil
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: src.ClientConfig("")}}
 }
 
 // startDev starts `fencepost dev` on free loopback ports and stops it (by
@@ -261,8 +281,10 @@ func startDev(t *testing.T, bin string) devStack {
 	t.Helper()
 	ports := freePorts(t, 5)
 	d := devStack{http: ports[0], control: ports[3], proxy: ports[2], fenced: ports[4], log: &syncBuffer{}}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	d.caFile = filepath.Join(dataDir+"-tls", pki.CAFile)
 	cmd := exec.Command(bin, "dev",
-		"--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--data-dir", dataDir,
 		"--ports-http", strconv.Itoa(ports[0]),
 		"--ports-raft", strconv.Itoa(ports[1]),
 		"--ports-proxy", strconv.Itoa(ports[2]),
@@ -289,9 +311,13 @@ func startDev(t *testing.T, bin string) devStack {
 			t.Logf("fencepost dev output:\n%s", d.log.String())
 		}
 	})
-	client := &http.Client{Timeout: 2 * time.Second}
 	ready := func(u string) bool {
-		resp, err := client.Get(u)
+		if d.client == nil {
+			if d.client = devClient(dataDir + "-tls"); d.client == nil {
+				return false
+			}
+		}
+		resp, err := d.client.Get(u)
 		if err != nil {
 			return false
 		}
@@ -330,7 +356,7 @@ func cleanEnv() []string {
 // behaviour has its own tests.
 func driveTraffic(t *testing.T, d devStack) {
 	t.Helper()
-	plain := &http.Client{Timeout: 5 * time.Second}
+	plain := d.client
 	viaProxy := func(user string) *http.Client {
 		u, _ := url.Parse(d.url(d.proxy, ""))
 		if user != "" {
@@ -444,7 +470,7 @@ func checkMetricsExported(t *testing.T, d devStack) {
 	fams := map[string]*family{}
 	scraped := 0
 	for _, port := range []int{d.http, d.control, d.fenced} {
-		resp, err := http.Get(d.url(port, "/metrics"))
+		resp, err := d.client.Get(d.url(port, "/metrics"))
 		if err != nil {
 			t.Logf("scrape :%d: %v", port, err)
 			continue
@@ -521,7 +547,7 @@ func checkProbePaths(t *testing.T, d devStack) {
 					continue
 				}
 				n++
-				resp, err := http.Get(d.url(port, p.HTTPGet.Path))
+				resp, err := d.client.Get(d.url(port, p.HTTPGet.Path))
 				require.NoError(t, err, "%s container %s: probe %s", name, c.Name, p.HTTPGet.Path)
 				_ = resp.Body.Close()
 				require.Equal(t, http.StatusOK, resp.StatusCode, "%s container %s: probe %s on the %s port", name, c.Name, p.HTTPGet.Path, c.Args[0])

@@ -128,6 +128,10 @@ type ProcConfig struct {
 	Env []string
 	// LogPath receives stdout and stderr; default <tb.TempDir()>/<Name>.log.
 	LogPath string
+	// Gid, when not zero, runs the process under that group id (root
+	// only), so firewall rules can match its packets by owner
+	// (iptables -m owner --gid-owner).
+	Gid uint32
 }
 
 // Process is a child process started by Start. It is stopped (SIGKILL, by
@@ -160,6 +164,14 @@ func Start(tb testing.TB, cfg ProcConfig) (*Process, error) {
 	cmd := exec.Command(cfg.Binary, cfg.Args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group: a child stopped with Pause must not sit in
+	// the test's group, which the kernel hangs up (SIGHUP) when it becomes
+	// orphaned with a stopped member — e.g. when the shell that started
+	// the test exits.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cfg.Gid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: cfg.Gid, NoSetGroups: true}
+	}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("netfault: start %s: %w", cfg.Name, err)

@@ -21,6 +21,21 @@ const (
 type FencedService struct {
 	srv *refsvc.Server
 	reg *prometheus.Registry
+	ext *external // set for the Python and Node downstreams instead of srv
+}
+
+// StartDownstream starts the downstream of the given kind (DownstreamGo,
+// or "" for it; DownstreamPython and DownstreamNode from the checkout at
+// repo).
+func StartDownstream(kind, repo string) (*FencedService, error) {
+	if kind == "" || kind == DownstreamGo {
+		return StartFencedService()
+	}
+	ext, err := startExternal(kind, repo)
+	if err != nil {
+		return nil, err
+	}
+	return &FencedService{ext: ext}, nil
 }
 
 // AcceptedWrite is one write the downstream accepted.
@@ -40,7 +55,12 @@ func StartFencedService() (*FencedService, error) {
 }
 
 // Addr is the service's host:port.
-func (d *FencedService) Addr() string { return d.srv.Addr() }
+func (d *FencedService) Addr() string {
+	if d.ext != nil {
+		return d.ext.addr
+	}
+	return d.srv.Addr()
+}
 
 // WriteURL is the URL of task's writes.
 func (d *FencedService) WriteURL(task string) string { return writeURL(d.Addr(), task) }
@@ -49,7 +69,13 @@ func (d *FencedService) WriteURL(task string) string { return writeURL(d.Addr(),
 // appended to the log (the order they took effect).
 func (d *FencedService) Accepted(task string) []AcceptedWrite {
 	var out []AcceptedWrite
-	for _, e := range d.srv.Log() {
+	var all []AcceptedWrite
+	if d.ext != nil {
+		all = d.ext.log()
+	} else {
+		all = d.srv.Log()
+	}
+	for _, e := range all {
 		if e.Task == task {
 			out = append(out, e)
 		}
@@ -58,16 +84,33 @@ func (d *FencedService) Accepted(task string) []AcceptedWrite {
 }
 
 // CheckLog verifies I3 over the whole log (refsvc.Server.CheckLog).
-func (d *FencedService) CheckLog() error { return d.srv.CheckLog() }
+func (d *FencedService) CheckLog() error {
+	if d.ext != nil {
+		return d.ext.checkLog()
+	}
+	return d.srv.CheckLog()
+}
 
 // RejectedStale is how many writes the service refused as stale. The
 // service counts without task labels, so this is over all tasks: give
 // each test its own service.
-func (d *FencedService) RejectedStale() int { return d.counter(staleMetric) }
+func (d *FencedService) RejectedStale() int {
+	if d.ext != nil {
+		_, n := d.ext.stats()
+		return n
+	}
+	return d.counter(staleMetric)
+}
 
 // Rejected is how many writes the service refused for any reason (over
 // all tasks).
-func (d *FencedService) Rejected() int { return d.counter(rejectedMetric) }
+func (d *FencedService) Rejected() int {
+	if d.ext != nil {
+		n, _ := d.ext.stats()
+		return n
+	}
+	return d.counter(rejectedMetric)
+}
 
 // counter sums the series of one counter family.
 func (d *FencedService) counter(name string) int {
@@ -87,4 +130,9 @@ func (d *FencedService) counter(name string) int {
 }
 
 // Close stops the service.
-func (d *FencedService) Close() error { return d.srv.Close() }
+func (d *FencedService) Close() error {
+	if d.ext != nil {
+		return d.ext.close()
+	}
+	return d.srv.Close()
+}

@@ -259,6 +259,13 @@ func (p *play) bTakesOver(ctx context.Context, downURL string) error {
 		return errStep("B's step-2 write", fmt.Errorf("%s", describe(r)))
 	}
 	p.logf("B", "step-2 → the downstream accepted it (epoch=%d)", p.a.epochB)
+	// B retries step-2 (a lost reply, say): the same action id gives the
+	// same Idempotency-Key, so the downstream must replay its first answer
+	// instead of appending again.
+	before := len(p.down.Accepted(task))
+	r = p.wB.Write(ctx, downURL, task, "step-2", body("B", "step-2", p.a.epochB))
+	p.a.retryReplayed = r.Outcome == Accepted && r.Replayed && len(p.down.Accepted(task)) == before
+	p.logf("B", "retried step-2 → %s (replayed: %v, log still %d writes)", describe(r), r.Replayed, len(p.down.Accepted(task)))
 	return nil
 }
 

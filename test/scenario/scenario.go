@@ -34,6 +34,13 @@ type Config struct {
 	Dir string
 	// Logger receives the components' own logs. Default none.
 	Logger *zap.Logger
+	// Downstream is the fenced service: DownstreamGo (default, in-process),
+	// DownstreamPython or DownstreamNode (example services of fence/python
+	// and fence/js, started from the checkout at Repo).
+	Downstream string
+	// Repo is the fencepost checkout the Python and Node downstreams run
+	// from. Default ".".
+	Repo string
 }
 
 // DefaultTask is the task the scenario runs when Config.Task is empty.
@@ -52,6 +59,12 @@ func (c Config) withDefaults() Config {
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
+	if c.Downstream == "" {
+		c.Downstream = DownstreamGo
+	}
+	if c.Repo == "" {
+		c.Repo = "."
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -68,6 +81,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scenario: TTL %v is above 5m", c.TTL)
 	case c.WriteEvery < 10*time.Millisecond || c.WriteEvery > c.TTL/4:
 		return fmt.Errorf("scenario: WriteEvery %v must be within [10ms, TTL/4]", c.WriteEvery)
+	case c.Downstream != DownstreamGo && c.Downstream != DownstreamPython && c.Downstream != DownstreamNode:
+		return fmt.Errorf("scenario: downstream %q must be %s, %s or %s", c.Downstream, DownstreamGo, DownstreamPython, DownstreamNode)
 	}
 	return nil
 }
@@ -169,10 +184,10 @@ func (p *play) setup(ctx context.Context) error {
 	p.logf("cluster", "3 nodes up on loopback, leader %s (TTL %v, heartbeat %v, grace %v)",
 		leader.ID, cfg.TTL, cfg.TTL/4, cfg.TTL/2)
 
-	if p.down, err = StartFencedService(); err != nil {
+	if p.down, err = StartDownstream(cfg.Downstream, cfg.Repo); err != nil {
 		return err
 	}
-	p.logf("down", "reference fenced service on %s", p.down.Addr())
+	p.logf("down", "%s fenced service on %s", downstreamNames[cfg.Downstream], p.down.Addr())
 
 	for _, ep := range c.Endpoints() {
 		l, err := netfault.Listen(ep, netfault.Options{})

@@ -35,6 +35,10 @@ type Summary struct {
 	DoubleExecution int `json:"double_execution"`
 	// ResumedFromCheckpoint is true when B started from A's checkpoint.
 	ResumedFromCheckpoint bool `json:"resumed_from_checkpoint"`
+	// RetryReplayed is true when B's retry of its step-2 write (the same
+	// Idempotency-Key) was answered by the downstream's idempotency
+	// replay without being run again.
+	RetryReplayed bool `json:"retry_replayed"`
 	// ElapsedMs is how long the run took.
 	ElapsedMs int64 `json:"elapsed_ms"`
 	// OK is true only when every guarantee held.
@@ -64,6 +68,7 @@ type sentWrite struct {
 type audit struct {
 	epochA, epochB uint64
 	resumed        bool
+	retryReplayed  bool
 	accepted       []AcceptedWrite // downstream log, in order
 	rejectedStale  int             // downstream count
 	sent           []sentWrite
@@ -127,6 +132,7 @@ func (a audit) judge(s *Summary) {
 		}
 	}
 	s.ResumedFromCheckpoint = a.resumed
+	s.RetryReplayed = a.retryReplayed
 
 	var why []string
 	if s.AcceptedStale != 0 {
@@ -146,6 +152,9 @@ func (a audit) judge(s *Summary) {
 	}
 	if !a.resumed {
 		why = append(why, "B did not resume from A's checkpoint")
+	}
+	if !a.retryReplayed {
+		why = append(why, "B's retry of step-2 (same Idempotency-Key) was not replayed by the downstream")
 	}
 	s.Reasons = why
 	s.OK = len(why) == 0

@@ -11,7 +11,7 @@ import (
 func goodAudit() audit {
 	t0 := time.Now()
 	return audit{
-		epochA: 11, epochB: 16, resumed: true,
+		epochA: 11, epochB: 16, resumed: true, retryReplayed: true,
 		accepted:      []AcceptedWrite{{Epoch: 11}, {Epoch: 11}, {Epoch: 16}},
 		rejectedStale: 1,
 		lostAt:        t0.Add(2 * time.Second),
@@ -42,6 +42,7 @@ func TestJudgeCatchesEachBrokenGuarantee(t *testing.T) {
 		"downstream fenced nothing": func(a *audit) { a.rejectedStale = 0 },
 		"epoch not higher":          func(a *audit) { a.epochB = a.epochA },
 		"not resumed":               func(a *audit) { a.resumed = false },
+		"retry not replayed":        func(a *audit) { a.retryReplayed = false },
 		"sent after the latest possible deadline": func(a *audit) {
 			a.lostAt = time.Time{}
 			a.latestDeadline = a.sent[0].Result.Sent.Add(time.Second)
@@ -66,4 +67,5 @@ func TestConfigValidate(t *testing.T) {
 	require.Error(t, Config{TTL: time.Second}.Validate())
 	require.Error(t, Config{WriteEvery: time.Millisecond}.Validate())
 	require.Error(t, Config{TTL: 2 * time.Second, WriteEvery: time.Second}.Validate())
+	require.Error(t, Config{Downstream: "ruby"}.Validate())
 }

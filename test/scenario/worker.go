@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy"
 )
 
@@ -120,9 +122,23 @@ func (w *Worker) Checkpoint(ctx context.Context, task, step string, data []byte)
 	return w.call(ctx, http.MethodPost, proxy.PathCheckpoint, proxy.CheckpointRequest{TaskID: task, Step: step, Data: data}, nil)
 }
 
+// CheckpointSeq records progress of task at seq and returns the task as
+// the cluster stored it (its Checkpoint is the one acknowledged).
+func (w *Worker) CheckpointSeq(ctx context.Context, task string, seq uint64, step string, data []byte) (*lease.Task, error) {
+	var t lease.Task
+	err := w.call(ctx, http.MethodPost, proxy.PathCheckpoint, proxy.CheckpointRequest{TaskID: task, Seq: seq, Step: step, Data: data}, &t)
+	return &t, err
+}
+
 // Complete completes task.
 func (w *Worker) Complete(ctx context.Context, task string) error {
 	return w.call(ctx, http.MethodPost, proxy.PathComplete, proxy.ReleaseRequest{TaskID: task}, nil)
+}
+
+// GiveBack gives task back unfinished, so another worker may take it at
+// once.
+func (w *Worker) GiveBack(ctx context.Context, task, reason string) error {
+	return w.call(ctx, http.MethodPost, proxy.PathGiveBack, proxy.ReleaseRequest{TaskID: task, Reason: reason}, nil)
 }
 
 // Lease returns the sidecar's local view of task's lease (zero when it
@@ -207,6 +223,9 @@ type WriteResult struct {
 	Sent, Done time.Time
 	// Err is the transport error or the unexpected answer, for Failed.
 	Err error
+	// Replayed is true when the downstream answered from its idempotency
+	// store (Idempotent-Replayed: true) instead of running the write.
+	Replayed bool
 }
 
 // Write POSTs a tool call to target (a URL) through the sidecar, with
@@ -242,6 +261,7 @@ func (w *Worker) write(ctx context.Context, target, task, header, value string, 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	res.Status = resp.StatusCode
+	res.Replayed = resp.Header.Get(fence.HeaderReplayed) == "true"
 	if resp.StatusCode/100 == 2 {
 		res.Outcome = Accepted
 		return res

@@ -101,3 +101,8 @@ def test_wsgi_postgres(seq, pg_store):
     if wsgi_unsafe(seq):
         pytest.skip("WSGI joins repeated headers; a repeated task/holder id reads as one id")
     run_wsgi(seq, pg_store, "wsgi+postgres")
+
+
+@pytest.mark.parametrize("seq", SQL_SEQS, ids=[s["name"] for s in SQL_SEQS])
+def test_asgi_postgres(seq, pg_store):
+    run_asgi(seq, pg_store, "asgi+postgres")

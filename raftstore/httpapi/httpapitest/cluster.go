@@ -32,6 +32,13 @@ type Cluster struct {
 // (zap.WarnLevel keeps test output short).
 func StartCluster(t testing.TB, n int, level zapcore.Level) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, n, level, nil)
+}
+
+// StartClusterWith is StartCluster with mod applied to each member's
+// configuration before it starts (TLS, for example).
+func StartClusterWith(t testing.TB, n int, level zapcore.Level, mod func(cfg *node.Config)) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t}
 	t.Cleanup(c.closeAll)
 	// Members share one signing key, as every member's signing.key_file.
@@ -58,6 +65,9 @@ func StartCluster(t testing.TB, n int, level zapcore.Level) *Cluster {
 		}
 		if i > 0 {
 			cfg.Join = []string{c.Nodes[0].HTTP.Addr()}
+		}
+		if mod != nil {
+			mod(&cfg)
 		}
 		nd, err := node.Start(cfg)
 		if err != nil {

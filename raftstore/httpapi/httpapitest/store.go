@@ -8,8 +8,6 @@ package httpapitest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -18,12 +16,6 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/raftstore"
 )
-
-// Profile TTLs of the double: the seed's defaults.
-var profiles = map[string][2]time.Duration{
-	"short":    {20 * time.Second, 7 * time.Second},
-	"workflow": {45 * time.Second, 15 * time.Second},
-}
 
 // Fault is an injected failure of one call. Before the model applies
 // anything, Delay is waited (bounded by the call's context); then Err is
@@ -45,7 +37,11 @@ type Call struct {
 // Store is an in-memory httpapi.Store. The zero value is not usable; call
 // New.
 type Store struct {
-	mu         sync.Mutex
+	mu sync.Mutex
+	// cmds is the real store's request-to-command mapping (with the
+	// default profiles and limits), so the double validates and maps every
+	// request exactly as the cluster does.
+	cmds       *raftstore.Commands
 	m          *lease.Model
 	index      uint64
 	follower   bool
@@ -57,7 +53,7 @@ type Store struct {
 
 // New returns an empty store that plays the leader.
 func New() *Store {
-	return &Store{m: lease.New(), faults: map[string][]Fault{}}
+	return &Store{cmds: raftstore.NewCommands(raftstore.Config{}), m: lease.New(), faults: map[string][]Fault{}}
 }
 
 // SetFollower makes the store answer every leader-only call with
@@ -135,12 +131,17 @@ func (s *Store) enter(ctx context.Context, method, rid string, leaderOnly bool) 
 	return f, nil
 }
 
-// apply runs cmd through the model under the lock, stamping time and index
-// as the leader would.
-func (s *Store) apply(ctx context.Context, method, rid string, cmd *lease.Command) (lease.Result, error) {
+// apply runs cmd, as built by s.cmds (buildErr: the error building it
+// gave), through the model under the lock, stamping time and index as the
+// leader would. The call is recorded and its fault run first, as the
+// cluster's HTTP layer would have called the store either way.
+func (s *Store) apply(ctx context.Context, method, rid string, cmd *lease.Command, buildErr error) (lease.Result, error) {
 	f, err := s.enter(ctx, method, rid, true)
 	if err != nil {
 		return lease.Result{}, err
+	}
+	if buildErr != nil {
+		return lease.Result{}, buildErr
 	}
 	s.mu.Lock()
 	s.index++
@@ -160,43 +161,19 @@ func (s *Store) read(ctx context.Context, method string, stale bool) error {
 	return err
 }
 
-func profile(name string) (string, time.Duration, time.Duration, error) {
-	if name == "" {
-		name = "short"
-	}
-	p, ok := profiles[name]
-	if !ok {
-		return "", 0, 0, fmt.Errorf("%w: %q", raftstore.ErrUnknownProfile, name)
-	}
-	return name, p[0], p[1], nil
-}
-
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // OpenSession implements httpapi.Store.
 func (s *Store) OpenSession(ctx context.Context, rid string, req api.OpenSessionRequest) (api.Session, error) {
-	if req.SessionID == "" {
-		// Derived from the request id, so a retried open names the same session.
-		req.SessionID = "s-" + rid
-		if rid == "" {
-			req.SessionID = "s-" + randomID()
-		}
-	}
-	_, err := s.apply(ctx, "OpenSession", rid, &lease.Command{Op: lease.OpOpenSession,
-		SessionID: req.SessionID, WorkerID: req.WorkerID})
-	if err != nil {
+	cmd, err := s.cmds.OpenSession(rid, req)
+	if _, err := s.apply(ctx, "OpenSession", rid, cmd, err); err != nil {
 		return api.Session{}, err
 	}
-	return api.Session(req), nil
+	return api.Session{SessionID: cmd.SessionID, WorkerID: req.WorkerID}, nil
 }
 
 // CloseSession implements httpapi.Store.
 func (s *Store) CloseSession(ctx context.Context, rid, sessionID string) error {
-	_, err := s.apply(ctx, "CloseSession", rid, &lease.Command{Op: lease.OpCloseSession, SessionID: sessionID})
+	cmd, err := s.cmds.CloseSession(sessionID)
+	_, err = s.apply(ctx, "CloseSession", rid, cmd, err)
 	return err
 }
 
@@ -237,132 +214,116 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 
 // CreateTask implements httpapi.Store.
 func (s *Store) CreateTask(ctx context.Context, rid string, req api.CreateTaskRequest) (*lease.Task, error) {
-	name, ttl, hb, err := profile(req.Profile)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.apply(ctx, "CreateTask", rid, &lease.Command{Op: lease.OpCreateTask, TaskID: req.TaskID,
-		Profile: name, TTL: ttl, Heartbeat: hb, Priority: req.Priority, Payload: req.Payload})
+	cmd, err := s.cmds.CreateTask(req)
+	return s.task(ctx, "CreateTask", rid, cmd, err)
+}
+
+// task applies a built command and returns the task it left.
+func (s *Store) task(ctx context.Context, method, rid string, cmd *lease.Command, buildErr error) (*lease.Task, error) {
+	res, err := s.apply(ctx, method, rid, cmd, buildErr)
 	if err != nil {
 		return nil, err
 	}
 	return res.Task, nil
 }
 
-func grant(res lease.Result) api.Grant {
-	g := api.Grant{InDoubt: res.InDoubt}
+// grant applies an acquire or claim and builds its Grant as the store
+// does, minus the signature (the double signs nothing).
+func (s *Store) grant(ctx context.Context, method, rid string, cmd *lease.Command, buildErr error) (api.Grant, error) {
+	res, err := s.apply(ctx, method, rid, cmd, buildErr)
+	if err != nil {
+		return api.Grant{}, err
+	}
+	g := api.Grant{}
 	if res.Task != nil {
 		g.Task = *res.Task
 		g.HeartbeatMs = res.Task.Heartbeat.Milliseconds()
+		for _, e := range res.Task.Journal {
+			if e.State == lease.EffectInDoubt {
+				g.InDoubt = append(g.InDoubt, e)
+			}
+		}
 	}
 	if res.Lease != nil {
 		g.Lease = *res.Lease
 		g.ValidForMs = res.Lease.TTL.Milliseconds()
 	}
-	return g
+	return g, nil
 }
 
 // Acquire implements httpapi.Store.
 func (s *Store) Acquire(ctx context.Context, rid, taskID string, req api.AcquireRequest) (api.Grant, error) {
-	name, ttl, hb, err := profile(req.Profile)
-	if err != nil {
-		return api.Grant{}, err
-	}
-	res, err := s.apply(ctx, "Acquire", rid, &lease.Command{Op: lease.OpAcquire, TaskID: taskID,
-		SessionID: req.SessionID, LeaseID: "l-" + rid, Create: req.Create, Profile: name, TTL: ttl,
-		Heartbeat: hb, Priority: req.Priority})
-	if err != nil {
-		return api.Grant{}, err
-	}
-	return grant(res), nil
+	cmd, err := s.cmds.Acquire(taskID, req)
+	return s.grant(ctx, "Acquire", rid, cmd, err)
 }
 
 // Claim implements httpapi.Store.
 func (s *Store) Claim(ctx context.Context, rid string, req api.ClaimRequest) (api.Grant, error) {
-	res, err := s.apply(ctx, "Claim", rid, &lease.Command{Op: lease.OpClaim, SessionID: req.SessionID,
-		LeaseID: "l-" + rid})
-	if err != nil {
-		return api.Grant{}, err
-	}
-	return grant(res), nil
+	cmd, err := s.cmds.Claim(req)
+	return s.grant(ctx, "Claim", rid, cmd, err)
 }
 
 // Checkpoint implements httpapi.Store.
 func (s *Store) Checkpoint(ctx context.Context, rid, taskID string, req api.CheckpointRequest) (*lease.Task, error) {
-	res, err := s.apply(ctx, "Checkpoint", rid, &lease.Command{Op: lease.OpCheckpoint, TaskID: taskID,
-		SessionID: req.SessionID, Epoch: req.Epoch, Seq: req.Seq, Step: req.Step, Data: req.Data})
-	return res.Task, err
+	cmd, err := s.cmds.Checkpoint(taskID, req)
+	return s.task(ctx, "Checkpoint", rid, cmd, err)
 }
 
 // Wait implements httpapi.Store.
 func (s *Store) Wait(ctx context.Context, rid, taskID string, req api.WaitRequest) (*lease.Task, error) {
-	cmd := &lease.Command{Op: lease.OpWait, TaskID: taskID, SessionID: req.SessionID, Epoch: req.Epoch,
-		Reason: req.Reason}
-	if req.TimeoutMs > 0 {
-		cmd.Deadline = time.Now().Add(time.Duration(req.TimeoutMs) * time.Millisecond)
-	}
-	res, err := s.apply(ctx, "Wait", rid, cmd)
-	return res.Task, err
+	cmd, err := s.cmds.Wait(taskID, req, time.Now())
+	return s.task(ctx, "Wait", rid, cmd, err)
 }
 
 // Signal implements httpapi.Store.
 func (s *Store) Signal(ctx context.Context, rid, taskID string, req api.SignalRequest) (*lease.Task, error) {
-	res, err := s.apply(ctx, "Signal", rid, &lease.Command{Op: lease.OpSignal, TaskID: taskID,
-		Payload: req.Payload, Reason: req.Reason})
-	return res.Task, err
+	cmd, err := s.cmds.Signal(taskID, req)
+	return s.task(ctx, "Signal", rid, cmd, err)
 }
 
 // Release implements httpapi.Store.
 func (s *Store) Release(ctx context.Context, rid, taskID string, req api.ReleaseRequest) (*lease.Task, error) {
-	res, err := s.apply(ctx, "Release", rid, &lease.Command{Op: lease.OpRelease, TaskID: taskID,
-		SessionID: req.SessionID, Epoch: req.Epoch, Outcome: req.Outcome, Result: req.Result, Reason: req.Reason})
-	return res.Task, err
+	cmd, err := s.cmds.Release(taskID, req)
+	return s.task(ctx, "Release", rid, cmd, err)
 }
 
 // Revoke implements httpapi.Store.
 func (s *Store) Revoke(ctx context.Context, rid, taskID string, req api.RevokeRequest) (*lease.Task, error) {
-	res, err := s.apply(ctx, "Revoke", rid, &lease.Command{Op: lease.OpRevoke, TaskID: taskID,
-		Epoch: req.Epoch, Reason: req.Reason})
-	return res.Task, err
+	cmd, err := s.cmds.Revoke(taskID, req)
+	return s.task(ctx, "Revoke", rid, cmd, err)
 }
 
 // Cancel implements httpapi.Store.
 func (s *Store) Cancel(ctx context.Context, rid, taskID string, req api.CancelRequest) (*lease.Task, error) {
-	res, err := s.apply(ctx, "Cancel", rid, &lease.Command{Op: lease.OpCancel, TaskID: taskID, Reason: req.Reason})
-	return res.Task, err
+	cmd, err := s.cmds.Cancel(taskID, req)
+	return s.task(ctx, "Cancel", rid, cmd, err)
 }
 
 // DeleteTask implements httpapi.Store.
 func (s *Store) DeleteTask(ctx context.Context, rid, taskID string) error {
-	_, err := s.apply(ctx, "DeleteTask", rid, &lease.Command{Op: lease.OpDeleteTask, TaskID: taskID})
+	cmd, err := s.cmds.DeleteTask(taskID)
+	_, err = s.apply(ctx, "DeleteTask", rid, cmd, err)
 	return err
 }
 
 // Intent implements httpapi.Store.
 func (s *Store) Intent(ctx context.Context, rid, taskID string, req api.IntentRequest) (api.IntentResponse, error) {
-	res, err := s.apply(ctx, "Intent", rid, &lease.Command{Op: lease.OpIntent, TaskID: taskID,
-		SessionID: req.SessionID, Epoch: req.Epoch, Effect: &lease.Effect{Key: req.Key, Method: req.Method,
-			URL: req.URL, BodyDigest: req.BodyDigest,
-			Deadline: time.Now().Add(time.Duration(req.DeadlineMs) * time.Millisecond)}})
+	cmd, err := s.cmds.Intent(taskID, req, time.Now())
+	res, err := s.apply(ctx, "Intent", rid, cmd, err)
 	if err != nil {
 		return api.IntentResponse{}, err
 	}
-	out := api.IntentResponse{}
-	if res.Effect != nil {
-		out.Effect = *res.Effect
-		out.Replay = res.Effect.State == lease.EffectDone
-	}
-	return out, nil
+	return raftstore.IntentReply(res)
 }
 
 // Outcome implements httpapi.Store.
 func (s *Store) Outcome(ctx context.Context, rid, taskID, key string, req api.OutcomeRequest) (lease.Effect, error) {
-	res, err := s.apply(ctx, "Outcome", rid, &lease.Command{Op: lease.OpOutcome, TaskID: taskID, Epoch: req.Epoch,
-		Effect: &lease.Effect{Key: key, Status: req.Status, Header: req.Header, Body: req.Body}})
-	if err != nil || res.Effect == nil {
+	cmd, err := s.cmds.Outcome(taskID, key, req)
+	res, err := s.apply(ctx, "Outcome", rid, cmd, err)
+	if err != nil {
 		return lease.Effect{}, err
 	}
-	return *res.Effect, nil
+	return raftstore.OutcomeReply(res)
 }
 
 // Task implements httpapi.Store.

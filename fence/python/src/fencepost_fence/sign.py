@@ -119,7 +119,9 @@ class KeyFetcher:
     and again, at most once per ``min_interval`` seconds, when a lookup
     meets an unknown key id (the cluster publishes a key before signing
     with it). Only https URLs, unless the host is loopback (development);
-    pass ``ssl_context`` to trust the cluster's CA. Thread-safe."""
+    pass ``ssl_context`` to trust the cluster's CA. Thread-safe. A refetch
+    blocks the calling thread (bounded by ``timeout``); under ASGI that is
+    the event loop, at most once per ``min_interval``."""
 
     def __init__(self, cluster_url: str, ssl_context: ssl.SSLContext | None = None,
                  min_interval: float = 10.0, timeout: float = 5.0, clock=time.monotonic):

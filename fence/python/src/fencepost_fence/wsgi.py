@@ -88,7 +88,13 @@ def _read_body(environ, limit: int) -> bytes:
         n = 0
     if n > limit:
         raise BodyTooLarge(f"fence: request body too large: more than {limit} bytes")
-    body = environ["wsgi.input"].read(n) if n else b""
+    if not n and environ.get("wsgi.input_terminated"):
+        # A chunked body without Content-Length: read to the end, within the limit.
+        body = environ["wsgi.input"].read(limit + 1)
+        if len(body) > limit:
+            raise BodyTooLarge(f"fence: request body too large: more than {limit} bytes")
+    else:
+        body = environ["wsgi.input"].read(n) if n else b""
     environ["wsgi.input"] = io.BytesIO(body)
     return body
 

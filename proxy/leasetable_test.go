@@ -41,7 +41,7 @@ func TestDeadlineCountsFromSendTime(t *testing.T) {
 	// A renewal sent at +5s extends to +14.8s, measured from its send.
 	kind, cut, _ := lt.renew(api.LeaseState{TaskID: "t", Epoch: 7, Status: lease.StatusActive, ValidForMs: 10000}, sent.Add(5*time.Second), sent.Add(6*time.Second))
 	require.Empty(t, kind)
-	require.Nil(t, cut)
+	require.Zero(t, cut)
 	_, why = lt.current("t", sent.Add(14799*time.Millisecond))
 	require.Empty(t, why)
 	_, why = lt.current("t", sent.Add(14800*time.Millisecond))
@@ -76,10 +76,10 @@ func TestSignalsTakeEffectAtOnce(t *testing.T) {
 		{"", lease.StatusSuspectDead, EventLost, reasonSuspect},
 	} {
 		lt := newLeaseTable(0.01, 200*time.Millisecond)
-		lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
-		kind, cut, epoch := lt.renew(api.LeaseState{TaskID: "t", Epoch: 5, Status: tc.status, Signal: tc.sig}, now, now)
+		ref, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
+		kind, _, epoch := lt.renew(api.LeaseState{TaskID: "t", Epoch: 5, Status: tc.status, Signal: tc.sig}, now, now)
 		require.Equal(t, tc.kind, kind, tc.sig)
-		require.NotNil(t, cut, tc.sig)
+		require.Equal(t, tc.why, ref.t.mayWrite(now), "a request decided before the signal is refused too: %s", tc.sig)
 		require.Equal(t, uint64(5), epoch)
 		_, why := lt.current("t", now)
 		require.Equal(t, tc.why, why, tc.sig)
@@ -100,9 +100,9 @@ func TestRevivedAfterLocalExpiry(t *testing.T) {
 	clk := newFakeClock()
 	lt := newLeaseTable(0.01, 200*time.Millisecond)
 	t0 := clk.Now()
-	lt.grant(testGrant("t", 5, 2*time.Second, time.Second), t0, t0)
+	before, _ := lt.grant(testGrant("t", 5, 2*time.Second, time.Second), t0, t0)
 	clk.Advance(2 * time.Second)
-	expired := lt.expireDue(clk.Now())
+	expired := lt.lapseDue(clk.Now())
 	require.Len(t, expired, 1)
 	_, why := lt.current("t", clk.Now())
 	require.Equal(t, reasonExpired, why)
@@ -111,7 +111,8 @@ func TestRevivedAfterLocalExpiry(t *testing.T) {
 	require.Equal(t, EventRevived, kind)
 	snap, why := lt.current("t", clk.Now())
 	require.Empty(t, why)
-	require.NotSame(t, expired[0].gen, snap.gen, "a revived lease gets a fresh generation")
+	require.NotEqual(t, before.t.gen, snap.t.gen, "a revived lease gets a fresh generation")
+	require.Equal(t, reasonExpired, before.t.mayWrite(clk.Now()), "the lapsed generation never writes again")
 }
 
 func TestOrdinalRestartsAtCheckpoint(t *testing.T) {
@@ -135,33 +136,33 @@ func TestOrdinalRestartsAtCheckpoint(t *testing.T) {
 func TestRegrantOfSameEpochKeepsGeneration(t *testing.T) {
 	now := time.Now()
 	lt := newLeaseTable(0.01, 0)
-	a := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
+	a, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
 	lt.nextWrite("t", 5)
-	b := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now.Add(time.Second), now.Add(time.Second))
-	require.Same(t, a.gen, b.gen)
-	require.False(t, a.gen.isCut())
+	b, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now.Add(time.Second), now.Add(time.Second))
+	require.Equal(t, a.t, b.t)
+	require.Empty(t, a.t.mayWrite(now))
 	_, n, _ := lt.nextWrite("t", 5)
 	require.Equal(t, uint64(2), n, "the ordinal survives a retried acquire")
-	c := lt.grant(testGrant("t", 6, 10*time.Second, 3*time.Second), now, now)
-	require.NotSame(t, a.gen, c.gen)
-	require.True(t, a.gen.isCut(), "a newer epoch cuts the old one's connections")
+	c, _ := lt.grant(testGrant("t", 6, 10*time.Second, 3*time.Second), now, now)
+	require.NotSame(t, a.t.st, c.t.st)
+	require.Equal(t, reasonLost, a.t.mayWrite(now), "a newer epoch cuts the old one's connections")
 }
 
-func leaseState(task string, epoch uint64, validMs int64) api.LeaseState {
+func renewal(task string, epoch uint64, validMs int64) api.LeaseState {
 	return api.LeaseState{TaskID: task, Epoch: epoch, Status: lease.StatusActive, ValidForMs: validMs}
 }
 
 func TestHoldBlocksWritesWhileReleasing(t *testing.T) {
 	now := time.Now()
 	lt := newLeaseTable(0.01, 0)
-	snap := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
-	g, ok := lt.hold("t", 5, reasonReleased)
+	snap, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
+	_, ok := lt.hold("t", 5, reasonReleased)
 	require.True(t, ok)
-	require.Same(t, snap.gen, g)
+	require.Equal(t, reasonReleased, snap.t.mayWrite(now))
 	_, why := lt.current("t", now)
 	require.Equal(t, reasonReleased, why)
 	// A heartbeat reply meanwhile does not unblock it.
-	kind, _, _ := lt.renew(leaseState("t", 5, 10000), now, now)
+	kind, _, _ := lt.renew(renewal("t", 5, 10000), now, now)
 	require.Empty(t, kind)
 	_, why = lt.current("t", now)
 	require.Equal(t, reasonReleased, why)
@@ -169,5 +170,6 @@ func TestHoldBlocksWritesWhileReleasing(t *testing.T) {
 	lt.unhold("t", 5, now)
 	s2, why := lt.current("t", now)
 	require.Empty(t, why)
-	require.NotSame(t, snap.gen, s2.gen)
+	require.NotEqual(t, snap.t.gen, s2.t.gen)
+	require.Equal(t, reasonExpired, snap.t.mayWrite(now), "the held generation stays cut")
 }

@@ -1,0 +1,379 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/fence"
+)
+
+// pipeline is the one path every proxied request takes, whatever way it
+// came in (DESIGN.md 6 and 11): parse the target, select the task,
+// classify, decide, stamp, journal, forward, relay. serve runs those
+// steps for one request; an exchange carries the request through them.
+//
+// A new way in (a CONNECT tunnel carrying plain HTTP, intercepted TLS)
+// serves the requests it reads — with a fasthttp.Server over the tunnel's
+// net.Conn, say — by calling serve with an entry naming the tunnel's
+// authority; everything after that is the same code.
+type pipeline struct {
+	cfg          *Config
+	keeper       *keeper
+	up           *upstream
+	rules        []WriteRule
+	journal      Journal // nil unless Config.Journal has rules
+	journalRules []WriteRule
+	allow        map[string]bool // CONNECT targets, lower-case host:port
+	metrics      *metrics
+	log          *zap.Logger
+	inflight     atomic.Int64    // requests and response relays in progress
+	tunnels      *sync.WaitGroup // hijacked CONNECT tunnels, waited for by Shutdown
+	// ownPorts are the sidecar's bound ports (proxy, control, metrics),
+	// which refuseSelfTarget refuses. Start sets them before it serves,
+	// and they never change after.
+	ownPorts []string
+}
+
+// exchange is one proxied request and its response. It owns the upstream
+// request and response from their acquisition to the one release in
+// finish, unless the relay takes both over to stream a body after the
+// handler returns; then the relay releases them once, in Close.
+type exchange struct {
+	p      *pipeline
+	ctx    *fasthttp.RequestCtx
+	in     entry
+	scan   reqScan
+	tgt    target
+	write  bool
+	task   string
+	lease  leaseRef
+	leased bool // the lease is current: the request is stamped
+	req    *fasthttp.Request
+	resp   *fasthttp.Response
+}
+
+// handle serves one request on the proxy port.
+func (p *pipeline) handle(ctx *fasthttp.RequestCtx) {
+	if ctx.IsConnect() {
+		p.inflight.Add(1)
+		defer p.inflight.Add(-1)
+		p.connect(ctx)
+		return
+	}
+	p.serve(ctx, entry{})
+}
+
+// serve runs one request through every step.
+func (p *pipeline) serve(ctx *fasthttp.RequestCtx, in entry) {
+	p.inflight.Add(1)
+	defer p.inflight.Add(-1)
+	x := exchange{p: p, ctx: ctx, in: in}
+	defer x.finish()
+	if e := x.decide(); e != nil {
+		x.refuse(e)
+		return
+	}
+	x.req = fasthttp.AcquireRequest()
+	if e := x.stamp(); e != nil {
+		x.refuse(e)
+		return
+	}
+	if x.write && x.leased && p.journal != nil && p.journaled(string(ctx.Method()), x.tgt) {
+		x.forwardJournaled()
+		return
+	}
+	x.forward()
+}
+
+// finish releases what the exchange still owns.
+func (x *exchange) finish() {
+	if x.resp != nil {
+		_ = x.resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(x.resp)
+	}
+	if x.req != nil {
+		fasthttp.ReleaseRequest(x.req)
+	}
+	x.req, x.resp = nil, nil
+}
+
+// expect refuses an "Expect: 100-continue" request before its body is
+// uploaded when it would be refused anyway.
+func (p *pipeline) expect(ctx *fasthttp.RequestCtx) int {
+	if ctx.IsConnect() {
+		return fasthttp.StatusContinue
+	}
+	x := exchange{p: p, ctx: ctx}
+	if e := x.decide(); e != nil {
+		x.refuse(e)
+		return e.status
+	}
+	return fasthttp.StatusContinue
+}
+
+// decide runs every step that needs only the request line and headers:
+// framing, target, task selection, classification and the lease.
+func (x *exchange) decide() *errReply {
+	x.scan = scanRequest(&x.ctx.Request.Header)
+	if x.scan.hasCL > 1 || (x.scan.hasCL > 0 && x.scan.hasTE) {
+		return &errReply{status: 400, code: CodeBadRequest, title: "ambiguous message framing",
+			detail: "a request may carry one Content-Length, or Transfer-Encoding, not both or several"}
+	}
+	if x.scan.upgrade {
+		return &errReply{status: fasthttp.StatusNotImplemented, code: CodeUpgrade, title: "protocol upgrade not supported",
+			detail: "the sidecar forwards HTTP/1.1 only; Upgrade (WebSocket, h2c) cannot be fenced. Use CONNECT to an allow-listed host"}
+	}
+	tgt, e := parseTarget(x.ctx, x.in, x.p.up.origins)
+	if e != nil {
+		return e
+	}
+	if e := x.p.refuseSelfTarget(splitHostPortOrEmpty(tgt.hostPort)); e != nil {
+		return e
+	}
+	x.tgt = tgt
+	task, err := selectedTask(&x.scan)
+	if err == nil && x.in.task != "" {
+		if task != "" && task != x.in.task {
+			err = fmt.Errorf("the tunnel is for task %q, the request names %q", x.in.task, task)
+		}
+		task = x.in.task
+	}
+	if err != nil {
+		return &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: err.Error()}
+	}
+	x.task = task
+	x.write = isWrite(x.p.rules, string(x.ctx.Method()), x.tgt)
+	l, why := x.p.keeper.check(task)
+	if why == "" {
+		x.lease, x.leased = l, true
+		return nil
+	}
+	if x.write || x.p.cfg.ReadsWithoutLease == ReadsBlock {
+		return x.p.blocked(why, l, task, x.write)
+	}
+	return nil
+}
+
+// blocked is the refusal of a request for want of a current lease.
+func (p *pipeline) blocked(why reason, l leaseRef, task string, write bool) *errReply {
+	code, title := why.problem()
+	what := "write"
+	if !write {
+		what = "read (reads without a lease are blocked by policy)"
+	}
+	name := l.TaskID
+	if name == "" {
+		name = task
+	}
+	e := &errReply{status: fasthttp.StatusConflict, code: code, title: title, epoch: l.Epoch, blocked: true, why: why}
+	switch {
+	case why == reasonAmbig:
+		e.tasks = p.keeper.table.taskIDs()
+		e.detail = fmt.Sprintf("the sidecar holds leases on %d tasks %q; name the one this %s is for with the proxy user name "+
+			"(HTTP_PROXY=http://<taskId>@127.0.0.1:PORT) or the %s header", len(e.tasks), e.tasks, what, HeaderTaskSelect)
+	case name == "":
+		e.detail = fmt.Sprintf("the sidecar holds no current lease, so this %s was not sent", what)
+	default:
+		e.detail = fmt.Sprintf("the sidecar holds no current lease for task %q, so this %s was not sent", name, what)
+	}
+	return e
+}
+
+// stamp writes the upstream request: target URL, forwardable headers,
+// body, and for a current lease one set of fencing headers and (for
+// writes) the Idempotency-Key. The lease is asked again here,
+// immediately before the send.
+func (x *exchange) stamp() *errReply {
+	req, ctx := x.req, x.ctx
+	req.Header.DisableNormalizing()
+	req.Header.SetNoDefaultContentType(true)
+	req.Header.SetMethodBytes(ctx.Method())
+	copyRequestHeaders(&req.Header, &ctx.Request.Header, &x.scan)
+	x.tgt.setUpstream(req, ctx, x.in)
+	req.SetBodyRaw(ctx.Request.Body())
+	if len(x.scan.idemKey) > 1 {
+		return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: "repeated Idempotency-Key"}
+	}
+	if len(x.scan.idemKey) == 1 {
+		// The worker's own key always passes unchanged (validated below
+		// for writes, which depend on it).
+		req.Header.Set(fence.HeaderIdempotencyKey, x.scan.idemKey[0])
+	}
+	if !x.leased {
+		return nil
+	}
+	// Re-check: the lease may have ended while the body was read.
+	l, why := x.p.keeper.recheck(x.lease)
+	if why != "" {
+		if x.write || x.p.cfg.ReadsWithoutLease == ReadsBlock {
+			return x.p.blocked(why, l, x.task, x.write)
+		}
+		x.leased = false
+		return nil
+	}
+	x.lease = l
+	stampHeaders(&req.Header, l, x.p.cfg.WorkerID)
+	x.p.limitSignature(&req.Header, x.tgt.hostPort)
+	if x.write {
+		key, ok, err := x.p.idempotencyKey(&x.scan, l)
+		if err != nil {
+			return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: err.Error()}
+		}
+		if !ok {
+			return x.p.blocked(reasonLost, l, x.task, true)
+		}
+		req.Header.Set(fence.HeaderIdempotencyKey, key)
+	}
+	return nil
+}
+
+// refuse answers a refused request and counts it.
+func (x *exchange) refuse(e *errReply) {
+	x.p.refuse(x.ctx, e)
+}
+
+func (p *pipeline) refuse(ctx *fasthttp.RequestCtx, e *errReply) {
+	if e.blocked {
+		p.metrics.requests.WithLabelValues(decisionBlocked).Inc()
+		p.metrics.writesBlocked.WithLabelValues(string(e.why)).Inc()
+		if ce := p.log.Check(zap.InfoLevel, "request blocked"); ce != nil {
+			ce.Write(zap.String("reason", string(e.why)), zap.ByteString("method", ctx.Method()), zap.Uint64("epoch", e.epoch))
+		}
+	} else {
+		p.metrics.requests.WithLabelValues(decisionRejected).Inc()
+	}
+	writeReply(ctx, e)
+}
+
+// parseError answers requests fasthttp could not parse.
+func (p *pipeline) parseError(ctx *fasthttp.RequestCtx, err error) {
+	var sizeErr *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	e := &errReply{status: fasthttp.StatusBadRequest, code: CodeBadRequest, title: "malformed request", detail: err.Error()}
+	switch {
+	case errors.As(err, &sizeErr):
+		e = &errReply{status: fasthttp.StatusRequestHeaderFieldsTooLarge, code: CodeHeaderTooLarge,
+			title: "request header too large", detail: fmt.Sprintf("the header block exceeds %d bytes", p.cfg.MaxHeaderBytes)}
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = &errReply{status: fasthttp.StatusRequestEntityTooLarge, code: CodeTooLarge,
+			title: "request body too large", detail: fmt.Sprintf("the body exceeds %d bytes", p.cfg.MaxRequestBody)}
+	case errors.As(err, &netErr) && netErr.Timeout():
+		e = &errReply{status: fasthttp.StatusRequestTimeout, code: CodeRequestTimeout,
+			title: "request not received in time", detail: fmt.Sprintf("the whole request must arrive within %v", p.cfg.ReadTimeout)}
+	}
+	p.refuse(ctx, e)
+	ctx.SetConnectionClose()
+}
+
+// upstreamFailed answers a request whose upstream call failed at stage.
+func (x *exchange) upstreamFailed(err error, stage upstreamStage) {
+	p := x.p
+	if stage == stageRequest {
+		if errors.Is(err, errLeaseCut) {
+			p.metrics.requests.WithLabelValues(decisionBlocked).Inc()
+			p.metrics.writesBlocked.WithLabelValues(string(reasonExpired)).Inc()
+		} else {
+			p.metrics.forwarded.Inc()
+		}
+	}
+	if ce := p.log.Check(zap.InfoLevel, "upstream failed"); ce != nil {
+		ce.Write(zap.String("host", x.tgt.hostPort), zap.Bool("write", x.write), zap.Bool("body", stage == stageBody), zap.Error(err))
+	}
+	writeReply(x.ctx, upstreamProblem(err, stage, x.write, x.lease, p.cfg, x.tgt.hostPort))
+}
+
+// smallBody is the largest response body (with a Content-Length) the
+// handler reads itself instead of handing fasthttp a relay to stream
+// after the handler returns. Most tool-call answers are this small; for
+// them the relay's allocation, the server's stream copy and holding the
+// upstream connection until the worker has the reply cost more than
+// the copy through a pooled buffer.
+const smallBody = 4 << 10
+
+// smallBufs holds the read buffers of forwardSmall (a stack array would
+// escape through the io.Reader call).
+var smallBufs = sync.Pool{New: func() any { return new([smallBody]byte) }}
+
+// forward sends the request and relays the response, streaming its body
+// unless it is small.
+func (x *exchange) forward() {
+	p, ctx := x.p, x.ctx
+	latency := p.metrics.upstreamRead
+	var t ticket // a write's lease generation: its relay stops when it ends
+	if x.write {
+		latency, t = p.metrics.upstreamWrite, x.lease.t
+	}
+	client, err := p.up.client(x.write, t)
+	if err != nil {
+		x.upstreamFailed(err, stageRequest)
+		return
+	}
+	x.resp = fasthttp.AcquireResponse()
+	resp := x.resp
+	if ctx.IsHead() {
+		resp.SkipBody = true
+	}
+	start := time.Now()
+	if err := client.Do(x.req, resp); err != nil {
+		x.upstreamFailed(err, stageRequest)
+		return
+	}
+	latency.Observe(time.Since(start).Seconds())
+	p.metrics.forwarded.Inc()
+	status := resp.StatusCode()
+	size := resp.Header.ContentLength()
+	bs := resp.BodyStream()
+	noBody := ctx.IsHead() || status < 200 || status == 204 || status == 304
+	if bs != nil && size >= 0 && size <= smallBody && (p.cfg.MaxResponseBody <= 0 || int64(size) <= p.cfg.MaxResponseBody) && !noBody {
+		x.forwardSmall(t, size)
+		return
+	}
+	writeUpstream(ctx, resp)
+	switch {
+	case noBody:
+		if ctx.IsHead() && size >= 0 {
+			ctx.Response.Header.SetContentLength(size)
+		}
+		ctx.Response.SkipBody = true
+	case bs != nil:
+		// The relay outlives the handler and takes the request and the
+		// response over; drop the request's reference to the worker's
+		// body buffer, which fasthttp reuses.
+		x.req.ResetBody()
+		p.inflight.Add(1)
+		r := &relay{p: p, r: bs, resp: resp, req: x.req, max: p.cfg.MaxResponseBody, t: t, clock: p.cfg.Clock}
+		x.req, x.resp = nil, nil
+		if size < 0 {
+			size = -1 // chunked or until close: relay chunked, flushing each piece
+		}
+		ctx.SetBodyStream(r, size)
+	default:
+		ctx.SetBody(resp.Body())
+	}
+}
+
+// forwardSmall reads a small body with a known length in the handler,
+// with the relay's checks (a write whose lease ended stops it), returns
+// the upstream connection to the pool and answers from a buffer. A body
+// that cannot be read in full is a 502 problem rather than a reply cut
+// off after its header, since nothing has been sent to the worker yet.
+func (x *exchange) forwardSmall(t ticket, size int) {
+	bp := smallBufs.Get().(*[smallBody]byte)
+	defer smallBufs.Put(bp)
+	r := relay{r: x.resp.BodyStream(), t: t, clock: x.p.cfg.Clock}
+	n, err := readFull(&r, bp[:size])
+	_ = x.resp.CloseBodyStream()
+	if err != nil {
+		x.upstreamFailed(err, stageBody)
+		return
+	}
+	writeUpstream(x.ctx, x.resp)
+	x.ctx.SetBody(bp[:n])
+}

@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// entry says how a request reached the pipeline. The zero value is an
+// absolute-form request on the proxy port (HTTP_PROXY). A request read
+// from inside a CONNECT tunnel (plain HTTP, or TLS the sidecar
+// terminated) carries the tunnel's authority: its request target is
+// origin-form ("/path?query") and its Host must name the same host.
+type entry struct {
+	// authority is the host:port the CONNECT named; "" for absolute form.
+	authority string
+	// tls says the upstream speaks TLS (the worker's TLS was intercepted).
+	tls bool
+	// task is the task the CONNECT's proxy user name selected ("" none);
+	// a request inside the tunnel may not name another.
+	task string
+}
+
+// target is the parsed destination of a request, as classification and
+// forwarding need it.
+type target struct {
+	host     string      // lower-case host name without port
+	hostPort string      // lower-case host:port (port defaulted)
+	rawPath  string      // path as the worker sent it
+	normPath string      // path after percent-decoding and dot-segment removal
+	tls      *tls.Config // non-nil: the sidecar speaks TLS upstream
+	// uri is the upstream request URI without the scheme:
+	// authority + path + query, no fragment. It aliases the request's
+	// buffer and is valid while the handler runs.
+	uri []byte
+}
+
+// errNotProxy explains what the proxy port accepts.
+const errNotProxy = "this port is an HTTP forward proxy: send absolute-form requests (set HTTP_PROXY=http://127.0.0.1:PORT)"
+
+// parseTarget is the one place a request target is parsed and its host
+// validated: absolute-form http:// URLs on the proxy port, origin-form
+// paths inside a tunnel.
+func parseTarget(ctx *fasthttp.RequestCtx, in entry, origins originTable) (target, *errReply) {
+	raw := ctx.Request.Header.RequestURI()
+	var authority, both string
+	var end, pathEnd int
+	if in.authority == "" {
+		if !hasPrefixFold(raw, "http://") {
+			detail := errNotProxy
+			if hasPrefixFold(raw, "https://") {
+				detail = "https:// cannot be fenced in absolute form: call http://host and configure tls.originate for it"
+			}
+			return target{}, &errReply{status: 400, code: CodeNotProxyRequest, title: "not a proxy request", detail: detail}
+		}
+		rest := raw[len("http://"):]
+		end = bytes.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		// The authority and the raw path are adjacent in the request line:
+		// one string holds both, so a request costs one allocation for them.
+		pathEnd = end
+		if p := rest[end:]; len(p) > 0 && p[0] == '/' {
+			pathEnd = len(rest)
+			if q := bytes.IndexAny(p, "?#"); q >= 0 {
+				pathEnd = end + q
+			}
+		}
+		both = string(rest[:pathEnd])
+		authority = both[:end]
+		if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+			authority = authority[i+1:] // user info goes upstream as Authorization
+		}
+		uri := rest
+		if i := bytes.IndexByte(uri, '#'); i >= 0 {
+			uri = uri[:i]
+		}
+		t, e := finishTarget(ctx, authority, both, end, pathEnd, origins, false)
+		t.uri = uri
+		return t, e
+	}
+	if len(raw) == 0 || raw[0] != '/' {
+		return target{}, &errReply{status: 400, code: CodeBadRequest, title: "bad request target",
+			detail: "a request inside a tunnel must name an origin-form path, got " + quoteBounded(string(raw))}
+	}
+	host, _, err := splitAuthority(string(ctx.Request.Header.Host()))
+	tunnelHost, _, terr := splitAuthority(in.authority)
+	if err != nil || terr != nil || host != tunnelHost {
+		return target{}, &errReply{status: 400, code: CodeBadRequest, title: "Host does not match the tunnel",
+			detail: fmt.Sprintf("Host %s must name the CONNECT authority %s", quoteBounded(string(ctx.Request.Header.Host())), quoteBounded(in.authority))}
+	}
+	path := raw
+	if i := bytes.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	both = in.authority + string(path)
+	t, e := finishTarget(ctx, in.authority, both, len(in.authority), len(both), origins, in.tls)
+	if e == nil {
+		uri := raw
+		if i := bytes.IndexByte(uri, '#'); i >= 0 {
+			uri = uri[:i]
+		}
+		t.uri = append([]byte(t.hostPort), uri...)
+	}
+	return t, e
+}
+
+// finishTarget validates the authority and fills in the rest of a
+// target; both holds the authority (up to end) and the raw path (up to
+// pathEnd).
+func finishTarget(ctx *fasthttp.RequestCtx, authority, both string, end, pathEnd int, origins originTable, forceTLS bool) (target, *errReply) {
+	host, port, err := splitAuthority(authority)
+	if err != nil {
+		return target{}, &errReply{status: 400, code: CodeBadRequest, title: "invalid host", detail: err.Error()}
+	}
+	t := target{host: host, rawPath: "/"}
+	if pathEnd > end {
+		t.rawPath = both[end:pathEnd]
+	}
+	// The normalised path is usually the raw one: share its string.
+	if np := ctx.Request.URI().Path(); string(np) == t.rawPath {
+		t.normPath = t.rawPath
+	} else {
+		t.normPath = string(np)
+	}
+	t.tls = origins.lookup(host, port)
+	if forceTLS && t.tls == nil {
+		t.tls = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	if port == "" {
+		port = "80"
+		if t.tls != nil {
+			port = "443"
+		}
+	}
+	if len(authority) == len(host)+1+len(port) && authority[:len(host)] == host && authority[len(host)] == ':' && authority[len(host)+1:] == port {
+		t.hostPort = authority // already host:port, lower-case: no second string
+	} else {
+		t.hostPort = net.JoinHostPort(host, port)
+	}
+	return t, nil
+}
+
+// setUpstream points req at the target: scheme, authority, path and
+// query, and the Host header the worker addressed.
+func (t *target) setUpstream(req *fasthttp.Request, ctx *fasthttp.RequestCtx, in entry) {
+	scheme := "http://"
+	if t.tls != nil {
+		scheme = "https://"
+	}
+	req.SetRequestURI(scheme + string(t.uri))
+	req.UseHostHeader = true
+	if in.authority == "" {
+		req.Header.SetHostBytes(ctx.Request.URI().Host())
+	} else {
+		req.Header.SetHostBytes(ctx.Request.Header.Host())
+	}
+}
+
+// splitAuthority validates host[:port] and lower-cases the host.
+func splitAuthority(a string) (host, port string, err error) {
+	if a == "" {
+		return "", "", errors.New("missing host")
+	}
+	host = a
+	if strings.HasPrefix(a, "[") {
+		i := strings.IndexByte(a, ']')
+		if i < 0 {
+			return "", "", fmt.Errorf("bad IPv6 literal %q", a)
+		}
+		host = a[:i+1]
+		if ip := net.ParseIP(a[1:i]); ip == nil {
+			return "", "", fmt.Errorf("bad IPv6 literal %q", a)
+		}
+		if rest := a[i+1:]; rest != "" {
+			if rest[0] != ':' {
+				return "", "", fmt.Errorf("bad authority %q", a)
+			}
+			port = rest[1:]
+		}
+	} else if i := strings.LastIndexByte(a, ':'); i >= 0 {
+		host, port = a[:i], a[i+1:]
+	}
+	if !strings.HasPrefix(host, "[") {
+		if host == "" || len(host) > 253 {
+			return "", "", fmt.Errorf("bad host %q", a)
+		}
+		for i := 0; i < len(host); i++ {
+			c := host[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+				return "", "", fmt.Errorf("bad host %q", a)
+			}
+		}
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port[0] == '+' {
+			return "", "", fmt.Errorf("bad port in %q", a)
+		}
+	}
+	return strings.ToLower(host), port, nil
+}
