@@ -9,11 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// CodeControlRefused is the problem code of a control request refused
-// before routing: not JSON, a Host that is not loopback, or a foreign
-// Origin.
-const CodeControlRefused = "control-refused"
-
 // controlGuard decides whether a control API request may be served at all.
 // The control API acts with the sidecar's lease (give it away, checkpoint),
 // so it must not be reachable from a web page the worker's browser tool

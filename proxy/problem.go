@@ -27,6 +27,12 @@ const (
 	CodeMethod             = "method-not-allowed"
 	CodeEffectInDoubt      = "effect-in-doubt"
 	CodeJournalUnavailable = "journal-unavailable"
+	// CodeSelfTarget: a proxied request aimed at the lease cluster or at
+	// one of the sidecar's own ports (refuseSelfTarget).
+	CodeSelfTarget = "target-forbidden"
+	// CodeControlRefused: a control request refused before routing: not
+	// JSON, a Host that is not loopback, or a foreign Origin (controlGuard).
+	CodeControlRefused = "control-refused"
 )
 
 // errReply is a refusal with its problem.

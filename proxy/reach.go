@@ -8,10 +8,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// CodeSelfTarget is the problem code of a proxied request aimed at the
-// lease cluster or at one of the sidecar's own ports.
-const CodeSelfTarget = "target-forbidden"
-
 // refuseSelfTarget refuses to proxy to the cluster's API endpoints
 // (Config.Endpoints) and to the sidecar's own listeners (proxy, control,
 // metrics: ownPorts): through either a worker could act on other workers' tasks or
