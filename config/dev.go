@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 )
 
@@ -34,6 +35,8 @@ type DevPorts struct {
 	Control int `yaml:"control" doc:"sidecar control API port"`
 	// Fenced is the fenced service's port.
 	Fenced int `yaml:"fenced" doc:"fenced service port"`
+	// FencedTLS serves the fenced service over HTTPS, to try interception.
+	FencedTLS int `yaml:"fenced_tls" doc:"fenced service HTTPS port"`
 }
 
 // DefaultDev returns the dev defaults.
@@ -41,7 +44,7 @@ func DefaultDev() *Dev {
 	return &Dev{
 		DataDir: "./fencepost-data/dev",
 		Task:    "dev-task",
-		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490},
+		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490, FencedTLS: 7491},
 		// A person reads dev logs in a terminal, so they default to console.
 		Log: Log{Level: "info", Format: "console"},
 	}
@@ -63,7 +66,7 @@ func (d *Dev) ports() []struct {
 		port int
 	}{
 		{"ports.http", d.Ports.HTTP}, {"ports.raft", d.Ports.Raft}, {"ports.proxy", d.Ports.Proxy},
-		{"ports.control", d.Ports.Control}, {"ports.fenced", d.Ports.Fenced},
+		{"ports.control", d.Ports.Control}, {"ports.fenced", d.Ports.Fenced}, {"ports.fenced_tls", d.Ports.FencedTLS},
 	}
 }
 
@@ -128,6 +131,10 @@ func (d *Dev) Sidecar() *Sidecar {
 	s.Task = d.Task
 	s.ProxyAddr = loopback(d.Ports.Proxy)
 	s.ControlAddr = loopback(d.Ports.Control)
+	// Every host's HTTPS is intercepted, so any https:// call is fenced;
+	// the CA bundle sits beside the node's data.
+	s.Intercept.Hosts = []string{"*"}
+	s.Intercept.BundleFile = filepath.Join(d.DataDir, "ca-bundle.pem")
 	s.Log = d.Log
 	return s
 }

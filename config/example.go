@@ -152,6 +152,11 @@ writes:
   #   journal:
   #     - {host: payments.example.com, path_prefix: /charges, methods: [POST]}
   journal: []
+  # Built-in rules that make model inference (chat/completions, responses,
+  # messages, embeddings) a read, so a worker whose lease lapsed can finish
+  # a thought but not act: openai, anthropic, google, azure-openai,
+  # mistral, local-openai. E.g. [openai, anthropic]
+  presets: []
 
 tls:
   # Hosts the worker calls as http:// while the sidecar speaks TLS upstream,
@@ -171,6 +176,17 @@ connect:
 # List your fenced services, e.g. [orders.internal:80]
 signature_hosts: []
 
+intercept:
+  # Hosts whose HTTPS the sidecar intercepts with its own CA (created at
+  # start, name-constrained to these hosts unless "*"), so every request in
+  # a CONNECT tunnel is fenced. Workers trust the CA through bundle_file
+  # (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, NODE_EXTRA_CA_CERTS).
+  # Leave out hosts whose clients pin certificates. E.g. [api.openai.com, "*.example.com"]
+  hosts: []
+  bundle_file: ""              # default: a file in the temp dir; k8s: a shared volume
+  upstream_ca_file: ""         # default: the system roots
+  ca_validity: 168h
+
 limits:
   max_request_body: 10MiB
   max_response_body: 64MiB
@@ -180,6 +196,7 @@ timeouts:
   dial: 5s
   upstream: 60s
   idle: 90s
+  upstream_idle: 4s            # below Node's 5 s keep-alive: the sidecar closes first
 
 # Time in-flight requests get to finish on shutdown.
 drain_timeout: 30s
@@ -228,6 +245,7 @@ ports:
   proxy: 7480                  # sidecar HTTP proxy (the worker's HTTP_PROXY)
   control: 7481                # sidecar control API
   fenced: 7490                 # fenced service
+  fenced_tls: 7491             # fenced service over HTTPS (intercepted by the sidecar)
 
 log:
   level: info                  # debug, info, warn or error

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
 // Sidecar configures the per-worker sidecar (fencepost sidecar): the
@@ -44,6 +47,8 @@ type Sidecar struct {
 	// signature sent to a third-party API can be replayed by it against a
 	// fenced service for the rest of the epoch, so list your fenced hosts.
 	SignatureHosts []string `yaml:"signature_hosts" doc:"host:port targets that get the token signature (empty: every target)"`
+	// Intercept configures TLS interception with the sidecar's own CA.
+	Intercept Intercept `yaml:"intercept"`
 	// Limits bounds request and response sizes.
 	Limits Limits `yaml:"limits"`
 	// Timeouts bounds upstream calls.
@@ -77,6 +82,10 @@ type Writes struct {
 	// intent before the call, the outcome after, so a later owner repeating
 	// the same Idempotency-Key gets the recorded response (DESIGN.md 5).
 	Journal []JournalRule `yaml:"journal" doc:"routes whose writes are journaled in the cluster (inline YAML list)"`
+	// Presets names built-in rule sets that classify model APIs' inference
+	// endpoints as reads: openai, anthropic, google, azure-openai, mistral,
+	// local-openai. They apply after Rules.
+	Presets []string `yaml:"presets" doc:"built-in read rules for model inference APIs (openai, anthropic, google, azure-openai, mistral, local-openai)"`
 }
 
 // JournalRule selects writes to journal. An empty field matches anything.
@@ -127,6 +136,22 @@ type Connect struct {
 	Allow []string `yaml:"allow" doc:"host:port destinations allowed for CONNECT tunnels"`
 }
 
+// Intercept configures TLS interception: for a CONNECT to a listed host
+// the sidecar completes the worker's TLS with a leaf from its own CA,
+// fences every request inside, and speaks verified TLS upstream.
+type Intercept struct {
+	// Hosts lists intercepted hosts ("api.example.com", "*.example.com",
+	// an IP, or "*" for every host). Empty: interception off.
+	Hosts []string `yaml:"hosts" doc:"hosts whose TLS the sidecar intercepts to fence every request (comma-separated; * = all)"`
+	// BundleFile is where the CA bundle (system roots + the sidecar CA) is
+	// written; workers point SSL_CERT_FILE and friends at it.
+	BundleFile string `yaml:"bundle_file" doc:"where the CA bundle (system roots + sidecar CA) is written (default: a file in the temp dir)"`
+	// UpstreamCAFile verifies intercepted upstreams instead of the system roots.
+	UpstreamCAFile string `yaml:"upstream_ca_file" doc:"PEM roots to verify intercepted upstreams with (default: system roots)"`
+	// CAValidity is the lifetime of the CA created at every start.
+	CAValidity Duration `yaml:"ca_validity" doc:"lifetime of the CA the sidecar creates at start"`
+}
+
 // Limits bounds sizes the proxy accepts.
 type Limits struct {
 	// MaxRequestBody caps a proxied request body.
@@ -145,6 +170,9 @@ type Timeouts struct {
 	Upstream Duration `yaml:"upstream" doc:"upstream request timeout"`
 	// Idle closes idle keep-alive connections.
 	Idle Duration `yaml:"idle" doc:"idle keep-alive connection timeout"`
+	// UpstreamIdle closes pooled upstream connections; below common server
+	// keep-alive timeouts (Node's 5 s) so the sidecar closes first.
+	UpstreamIdle Duration `yaml:"upstream_idle" doc:"pooled upstream connection idle timeout (below the servers')"`
 }
 
 // DefaultSidecar returns the sidecar defaults. Cluster has no default and
@@ -168,7 +196,10 @@ func DefaultSidecar() *Sidecar {
 			Dial:     Duration(proxy.DefaultDialTimeout),
 			Upstream: Duration(proxy.DefaultUpstreamTimeout),
 			Idle:     Duration(proxy.DefaultIdleTimeout),
+			// Below Node's 5 s keep-alive timeout.
+			UpstreamIdle: Duration(proxy.DefaultUpstreamIdleTimeout),
 		},
+		Intercept:    Intercept{CAValidity: Duration(mitm.DefaultValidity)},
 		DrainTimeout: Duration(proxy.DefaultDrainTimeout),
 		Log:          defaultLog(),
 	}
@@ -256,6 +287,8 @@ func (s *Sidecar) Validate() error {
 	checkPositive(&p, "timeouts.dial", s.Timeouts.Dial)
 	checkPositive(&p, "timeouts.upstream", s.Timeouts.Upstream)
 	checkPositive(&p, "timeouts.idle", s.Timeouts.Idle)
+	checkPositive(&p, "timeouts.upstream_idle", s.Timeouts.UpstreamIdle)
+	s.Intercept.validate(&p)
 	if s.DrainTimeout < 0 {
 		p.invalid("drain_timeout", "must be >= 0 (got %s)", s.DrainTimeout)
 	}
@@ -281,6 +314,11 @@ func (w Writes) validate(p *problems) {
 		}
 		if r.Write == nil {
 			p.invalid(key+".write", "must be set to true or false")
+		}
+	}
+	for i, name := range w.Presets {
+		if !slices.Contains(proxy.PresetNames(), name) {
+			p.invalid(indexKey("writes.presets", i), "must be one of %s (got %q)", strings.Join(proxy.PresetNames(), ", "), name)
 		}
 	}
 	for i, r := range w.Journal {
@@ -313,6 +351,20 @@ func (t TLS) validate(p *problems) {
 	}
 }
 
+// validate checks the intercepted hosts and the CA lifetime.
+func (in Intercept) validate(p *problems) {
+	for i, h := range in.Hosts {
+		key := indexKey("intercept.hosts", i)
+		checkHostPattern(p, key, h)
+		if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") && strings.Count(h, ":") == 1 {
+			p.invalid(key, "is a host without a port: every port of it is intercepted (got %q)", h)
+		}
+	}
+	if in.CAValidity < Duration(time.Hour) || in.CAValidity > Duration(90*24*time.Hour) {
+		p.invalid("intercept.ca_validity", "must be from 1h to 90 days: the CA is short-lived (got %s)", in.CAValidity)
+	}
+}
+
 // checkHostPattern checks a host match: "*", "*.example.com", "example.com"
 // or "example.com:8443"; never a URL.
 func checkHostPattern(p *problems, key, h string) {
@@ -338,5 +390,6 @@ func (s *Sidecar) CheckRuntime() error {
 	for i, o := range s.TLS.Originate {
 		checkReadable(&p, indexKey("tls.originate", i)+".ca_file", o.CAFile)
 	}
+	checkReadable(&p, "intercept.upstream_ca_file", s.Intercept.UpstreamCAFile)
 	return p.err()
 }

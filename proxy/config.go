@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence"
+	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
 // ReadPolicy says what happens to a read (a request classified as safe)
@@ -107,6 +109,11 @@ type Config struct {
 	// SignatureHosts lists the host:port targets that receive
 	// X-Fencing-Signature; nil means every target (signhosts.go).
 	SignatureHosts []string
+	// Intercept configures TLS interception of CONNECT tunnels.
+	Intercept Intercept
+	// WritePresets names built-in rule sets (see Presets) that classify
+	// model inference endpoints as reads; they apply after WriteRules.
+	WritePresets []string
 	// Journal marks writes whose effects are journaled in the cluster
 	// (DESIGN.md 5); the Cluster must then implement Journal.
 	Journal []JournalRule
@@ -134,6 +141,11 @@ type Config struct {
 	ReadTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections. Default 90s.
 	IdleTimeout time.Duration
+	// UpstreamIdleTimeout closes pooled upstream connections idle this
+	// long. It is below common servers' keep-alive timeouts (Node's 5 s,
+	// nginx's 75 s, fenced's 60 s), so the sidecar closes first and never
+	// hands a write a connection the server is closing. Default 4s.
+	UpstreamIdleTimeout time.Duration
 	// DrainTimeout bounds how long Shutdown waits for in-flight requests
 	// while still heartbeating. Default 30s.
 	DrainTimeout time.Duration
@@ -165,7 +177,10 @@ const (
 	DefaultUpstreamTimeout  = 60 * time.Second
 	DefaultReadTimeout      = 30 * time.Second
 	DefaultIdleTimeout      = 90 * time.Second
-	DefaultDrainTimeout     = 30 * time.Second
+	// DefaultUpstreamIdleTimeout is below Node's 5 s keep-alive timeout.
+	DefaultUpstreamIdleTimeout = 4 * time.Second
+	DefaultHandshakeTimeout    = 10 * time.Second
+	DefaultDrainTimeout        = 30 * time.Second
 )
 
 // WithDefaults returns c with every zero field set to its default: the
@@ -208,6 +223,12 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.UpstreamTimeout, DefaultUpstreamTimeout)
 	setDur(&c.ReadTimeout, DefaultReadTimeout)
 	setDur(&c.IdleTimeout, DefaultIdleTimeout)
+	setDur(&c.UpstreamIdleTimeout, DefaultUpstreamIdleTimeout)
+	setDur(&c.Intercept.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDur(&c.Intercept.CAValidity, mitm.DefaultValidity)
+	if len(c.Intercept.Hosts) > 0 && c.Intercept.BundleFile == "" {
+		c.Intercept.BundleFile = filepath.Join(os.TempDir(), fmt.Sprintf("fencepost-ca-bundle-%d.pem", os.Getpid()))
+	}
 	setDur(&c.DrainTimeout, DefaultDrainTimeout)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -260,6 +281,8 @@ func (c Config) Validate() error {
 		{"clusterTimeout", c.ClusterTimeout}, {"dialTimeout", c.DialTimeout},
 		{"upstreamTimeout", c.UpstreamTimeout}, {"readTimeout", c.ReadTimeout},
 		{"idleTimeout", c.IdleTimeout}, {"drainTimeout", c.DrainTimeout},
+		{"upstreamIdleTimeout", c.UpstreamIdleTimeout},
+		{"intercept.handshakeTimeout", c.Intercept.HandshakeTimeout}, {"intercept.caValidity", c.Intercept.CAValidity},
 	} {
 		if d.v < 0 {
 			return bad(d.field, "must not be negative, got %v", d.v)
@@ -302,6 +325,14 @@ func (c Config) Validate() error {
 			if _, err := os.Stat(o.CAFile); err != nil {
 				return bad(field+".caFile", "%v", err)
 			}
+		}
+	}
+	if err := c.Intercept.validate(); err != nil {
+		return err
+	}
+	for i, p := range c.WritePresets {
+		if _, ok := Presets[p]; !ok {
+			return bad(fmt.Sprintf("writePresets[%d]", i), "unknown preset %q (known: %s)", p, strings.Join(PresetNames(), ", "))
 		}
 	}
 	for i, a := range c.ConnectAllow {

@@ -28,10 +28,12 @@ func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 		p.refuse(ctx, e)
 		return
 	}
+	if p.fencedTunnel(host, port, hp) {
+		p.openFencedTunnel(ctx, host, port)
+		return
+	}
 	if !p.allow[hp] {
-		p.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
-			detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
-				": call http://" + host + " and configure tls.originate for it (the sidecar then speaks TLS upstream), or add " + hp + " to connect.allow"})
+		p.refuseConnect(ctx, host, port, hp)
 		return
 	}
 	scan := scanRequest(&ctx.Request.Header)

@@ -17,6 +17,8 @@ const (
 	PathGiveBack   = "/v1/giveback"
 	PathLease      = "/v1/lease"
 	PathEvents     = "/v1/events"
+	PathCA         = "/v1/ca"     // the interception CA: bundle path, PEM, env (JSON)
+	PathCAPEM      = "/v1/ca.pem" // the interception CA certificate alone, PEM
 	PathHealth     = "/healthz"
 	PathReady      = "/readyz"
 	PathMetrics    = "/metrics"

@@ -50,6 +50,18 @@
 // also journaled in the cluster (intent before, outcome after), and a key
 // already done is answered from the journal without calling upstream.
 //
+// HTTPS: a CONNECT to a host in Config.Intercept is answered 200 and the
+// worker's TLS is completed with a leaf from the sidecar's own CA
+// (package proxy/mitm; name-constrained to the intercepted hosts where the
+// list allows); a CONNECT whose first bytes are an HTTP request (Node's
+// fetch tunnels even http:// URLs) is read as it is. Either way every
+// request inside the tunnel enters the same pipeline as a proxied one
+// (tunnel.go hands it to pipeline.serve with an entry naming the CONNECT
+// authority): classified, checked, stamped, journaled or blocked,
+// with the Host bound to the CONNECT authority, and upstream TLS verified.
+// Other CONNECTs are blind tunnels to allow-listed targets, cut when the
+// lease is lost, or refused with the reason in the status line.
+//
 // A second loopback server offers the worker a JSON control API
 // (acquire, claim, checkpoint, wait, complete, fail, give back, lease
 // view, a Server-Sent Events stream of lease events), health, readiness

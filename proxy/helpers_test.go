@@ -318,6 +318,13 @@ func startUpstream(t testing.TB, h func(ctx *fasthttp.RequestCtx)) *upstreamServ
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	return startUpstreamOn(t, ln, h)
+}
+
+// startUpstreamOn serves the recording upstream on ln (a TLS listener for
+// an HTTPS upstream); opts adjust the server before it starts.
+func startUpstreamOn(t testing.TB, ln net.Listener, h func(ctx *fasthttp.RequestCtx), opts ...func(*fasthttp.Server)) *upstreamServer {
+	t.Helper()
 	u := &upstreamServer{ln: ln, handler: h}
 	u.srv = &fasthttp.Server{
 		DisableHeaderNamesNormalizing: true,
@@ -336,6 +343,9 @@ func startUpstream(t testing.TB, h func(ctx *fasthttp.RequestCtx)) *upstreamServ
 			}
 			ctx.SetBodyString("ok")
 		},
+	}
+	for _, o := range opts {
+		o(u.srv)
 	}
 	done := make(chan struct{})
 	go func() {

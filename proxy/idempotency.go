@@ -73,24 +73,24 @@ func validKeyText(name, v string, max int) error {
 // key unchanged; else one derived from the action id; else one derived
 // from (checkpoint seq, ordinal), taking the next ordinal only now that
 // the write is about to be sent.
-func (p *pipeline) idempotencyKey(scan *reqScan, l leaseRef) (string, bool, error) {
+func (p *pipeline) idempotencyKey(scan *reqScan, l leaseRef) (string, keyOrigin, bool, error) {
 	if len(scan.idemKey) > 1 || len(scan.actionID) > 1 {
-		return "", false, fmt.Errorf("repeated %s or %s", fence.HeaderIdempotencyKey, HeaderActionID)
+		return "", keyOrigin{}, false, fmt.Errorf("repeated %s or %s", fence.HeaderIdempotencyKey, HeaderActionID)
 	}
 	if len(scan.idemKey) == 1 {
 		k := scan.idemKey[0]
-		return k, true, validKeyText(fence.HeaderIdempotencyKey, k, fence.MaxIdempotencyKeyLen)
+		return k, keyOrigin{}, true, validKeyText(fence.HeaderIdempotencyKey, k, fence.MaxIdempotencyKeyLen)
 	}
 	if len(scan.actionID) == 1 {
 		a := scan.actionID[0]
 		if err := validKeyText(HeaderActionID, a, maxActionIDLen); err != nil {
-			return "", false, err
+			return "", keyOrigin{}, false, err
 		}
-		return actionKey(l.TaskID, a), true, nil
+		return actionKey(l.TaskID, a), keyOrigin{}, true, nil
 	}
 	seq, n, ok := p.keeper.table.nextWrite(l.TaskID, l.Epoch)
 	if !ok {
-		return "", false, nil
+		return "", keyOrigin{}, false, nil
 	}
-	return ordinalKey(l.TaskID, seq, n), true, nil
+	return ordinalKey(l.TaskID, seq, n), keyOrigin{seq: seq, ordinal: n}, true, nil
 }

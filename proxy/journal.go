@@ -150,6 +150,10 @@ func (x *exchange) intentFailed(err error) {
 	switch {
 	case p.keeper.lostByCluster(x.lease.TaskID, x.lease.Epoch, err):
 		x.refuse(p.blocked(reasonLost, x.lease, x.task, true))
+	case errors.Is(err, lease.ErrPayloadMismatch):
+		p.metrics.requests.WithLabelValues(decisionRejected).Inc()
+		writeProblem(x.ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+			"the effect journal holds this Idempotency-Key with a different body: "+alreadyPerformed(x), x.lease.Epoch)
 	case errors.Is(err, lease.ErrInDoubt):
 		x.refuse(&errReply{status: fasthttp.StatusConflict, code: CodeEffectInDoubt, title: "effect in doubt",
 			detail: "an earlier attempt with this Idempotency-Key has no recorded outcome; check the downstream before retrying", epoch: x.lease.Epoch})

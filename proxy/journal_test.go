@@ -32,6 +32,9 @@ func (j *journalCluster) Intent(_ context.Context, taskID string, req api.Intent
 	defer j.jmu.Unlock()
 	j.intents = append(j.intents, req)
 	if e := j.effects[req.Key]; e != nil {
+		if e.BodyDigest != "" && req.BodyDigest != e.BodyDigest { // as lease.Model does
+			return api.IntentResponse{}, lease.ErrPayloadMismatch
+		}
 		if e.State == lease.EffectDone {
 			return api.IntentResponse{Effect: *e, Replay: true}, nil
 		}
@@ -96,6 +99,18 @@ func TestJournaledWriteReplayedForNewOwner(t *testing.T) {
 	require.Equal(t, "ch_1", resp.Header.Get("X-Charge-Id"))
 	mu.Lock()
 	require.Equal(t, 2, calls, "the charge ran once; the other call was /other")
+	mu.Unlock()
+
+	// The same key with another body (amount=7): not a replay of the
+	// recorded 201, but the 422 a fence downstream gives, and no call.
+	resp, body = doReq(t, proxyClient(t, b, ""), "POST", url, `{"amount":7}`, hdr)
+	require.Equal(t, 422, resp.StatusCode, body)
+	require.Equal(t, "false", resp.Header.Get(HeaderShouldRetry))
+	p := problemOf(t, body)
+	require.Equal(t, api.ProblemTypeBase+CodeWriteAlreadyPerformed, p.Type)
+	require.Contains(t, p.Detail, HeaderActionID)
+	mu.Lock()
+	require.Equal(t, 2, calls)
 	mu.Unlock()
 
 	// An intent without outcome is in doubt: refused, not re-sent.

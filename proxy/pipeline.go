@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence"
+	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
 // pipeline is the one path every proxied request takes, whatever way it
@@ -33,8 +34,11 @@ type pipeline struct {
 	allow        map[string]bool // CONNECT targets, lower-case host:port
 	metrics      *metrics
 	log          *zap.Logger
-	inflight     atomic.Int64    // requests and response relays in progress
-	tunnels      *sync.WaitGroup // hijacked CONNECT tunnels, waited for by Shutdown
+	inflight     atomic.Int64     // requests and response relays in progress
+	tunnels      *sync.WaitGroup  // hijacked CONNECT tunnels, waited for by Shutdown
+	ca           *mitm.CA         // the interception CA; nil unless Config.Intercept.Hosts is set
+	tunnelSrv    *fasthttp.Server // serves the inside of fenced tunnels
+	fenced       connSet          // fenced tunnels' worker sides, closed by Shutdown
 	// ownPorts are the sidecar's bound ports (proxy, control, metrics),
 	// which refuseSelfTarget refuses. Start sets them before it serves,
 	// and they never change after.
@@ -54,7 +58,8 @@ type exchange struct {
 	write  bool
 	task   string
 	lease  leaseRef
-	leased bool // the lease is current: the request is stamped
+	leased bool      // the lease is current: the request is stamped
+	key    keyOrigin // how a write's Idempotency-Key was derived
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
 }
@@ -110,7 +115,12 @@ func (p *pipeline) expect(ctx *fasthttp.RequestCtx) int {
 	if ctx.IsConnect() {
 		return fasthttp.StatusContinue
 	}
-	x := exchange{p: p, ctx: ctx}
+	return p.expectIn(ctx, entry{})
+}
+
+// expectIn is expect for a request that came in by in.
+func (p *pipeline) expectIn(ctx *fasthttp.RequestCtx, in entry) int {
+	x := exchange{p: p, ctx: ctx, in: in}
 	if e := x.decide(); e != nil {
 		x.refuse(e)
 		return e.status
@@ -222,7 +232,7 @@ func (x *exchange) stamp() *errReply {
 	stampHeaders(&req.Header, l, x.p.cfg.WorkerID)
 	x.p.limitSignature(&req.Header, x.tgt.hostPort)
 	if x.write {
-		key, ok, err := x.p.idempotencyKey(&x.scan, l)
+		key, origin, ok, err := x.p.idempotencyKey(&x.scan, l)
 		if err != nil {
 			return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: err.Error()}
 		}
@@ -230,6 +240,7 @@ func (x *exchange) stamp() *errReply {
 			return x.p.blocked(reasonLost, l, x.task, true)
 		}
 		req.Header.Set(fence.HeaderIdempotencyKey, key)
+		x.key = origin
 	}
 	return nil
 }
@@ -254,6 +265,7 @@ func (p *pipeline) refuse(ctx *fasthttp.RequestCtx, e *errReply) {
 
 // parseError answers requests fasthttp could not parse.
 func (p *pipeline) parseError(ctx *fasthttp.RequestCtx, err error) {
+	markLinger(ctx.Conn())
 	var sizeErr *fasthttp.ErrSmallBuffer
 	var netErr net.Error
 	e := &errReply{status: fasthttp.StatusBadRequest, code: CodeBadRequest, title: "malformed request", detail: err.Error()}
@@ -286,7 +298,11 @@ func (x *exchange) upstreamFailed(err error, stage upstreamStage) {
 	if ce := p.log.Check(zap.InfoLevel, "upstream failed"); ce != nil {
 		ce.Write(zap.String("host", x.tgt.hostPort), zap.Bool("write", x.write), zap.Bool("body", stage == stageBody), zap.Error(err))
 	}
-	writeReply(x.ctx, upstreamProblem(err, stage, x.write, x.lease, p.cfg, x.tgt.hostPort))
+	e := upstreamProblem(err, stage, x.write, x.lease, p.cfg, x.tgt.hostPort)
+	if e.code == CodeUpstreamError && stage == stageRequest {
+		e.detail += p.up.origins.portHint(x.tgt, x.tgt.tls != nil)
+	}
+	writeReply(x.ctx, e)
 }
 
 // smallBody is the largest response body (with a Content-Length) the
@@ -372,6 +388,9 @@ func (x *exchange) forwardSmall(t ticket, size int) {
 	_ = x.resp.CloseBodyStream()
 	if err != nil {
 		x.upstreamFailed(err, stageBody)
+		return
+	}
+	if x.explainTakeover(bp[:n]) {
 		return
 	}
 	writeUpstream(x.ctx, x.resp)

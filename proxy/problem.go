@@ -27,6 +27,11 @@ const (
 	CodeMethod             = "method-not-allowed"
 	CodeEffectInDoubt      = "effect-in-doubt"
 	CodeJournalUnavailable = "journal-unavailable"
+	CodeHostMismatch       = "host-mismatch"
+	CodeUpstreamTLS        = "upstream-tls"
+	// CodeWriteAlreadyPerformed: a previous owner already performed this
+	// write (same Idempotency-Key) with a different payload.
+	CodeWriteAlreadyPerformed = "write-already-performed"
 	// CodeSelfTarget: a proxied request aimed at the lease cluster or at
 	// one of the sidecar's own ports (refuseSelfTarget).
 	CodeSelfTarget = "target-forbidden"
@@ -34,6 +39,10 @@ const (
 	// JSON, a Host that is not loopback, or a foreign Origin (controlGuard).
 	CodeControlRefused = "control-refused"
 )
+
+// HeaderShouldRetry is the response header SDKs read before retrying;
+// every 4xx problem of the sidecar carries "false".
+const HeaderShouldRetry = "X-Should-Retry"
 
 // errReply is a refusal with its problem.
 type errReply struct {

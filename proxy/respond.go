@@ -37,6 +37,11 @@ func writeReply(ctx *fasthttp.RequestCtx, e *errReply) {
 	ctx.SetStatusCode(e.status)
 	ctx.SetContentType(api.ProblemContentType)
 	ctx.Response.Header.Set("Cache-Control", "no-store")
+	if e.status >= 400 && e.status < 500 {
+		// SDKs (openai-python and others) retry 408, 409 and 429 unless
+		// told not to; a sidecar refusal does not change on a retry.
+		ctx.Response.Header.Set(HeaderShouldRetry, "false")
+	}
 	ctx.SetBody(b)
 }
 
@@ -95,6 +100,9 @@ func upstreamProblem(err error, stage upstreamStage, write bool, l leaseRef, cfg
 	case stage == stageRequest && errors.Is(err, fasthttp.ErrBodyTooLarge):
 		return &errReply{status: fasthttp.StatusBadGateway, code: CodeTooLarge, title: "upstream response too large",
 			detail: fmt.Sprintf("the response exceeds %d bytes", cfg.MaxResponseBody)}
+	case tlsFailure(err) != "":
+		return &errReply{status: fasthttp.StatusBadGateway, code: CodeUpstreamTLS, title: "upstream TLS verification failed",
+			detail: fmt.Sprintf("%s: %s (the sidecar never sends a request over an unverified connection)", hostPort, tlsFailure(err))}
 	case stage == stageBody:
 		return &errReply{status: fasthttp.StatusBadGateway, code: CodeUpstreamError, title: "upstream response cut short",
 			detail: fmt.Sprintf("%s: %v", hostPort, err)}

@@ -83,7 +83,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	k = newKeeper(cfg, c, m)
 	s.keeper = k
 	p := &pipeline{
-		cfg: &s.cfg, keeper: k, up: up, rules: normalizeRules(cfg.WriteRules),
+		cfg: &s.cfg, keeper: k, up: up, rules: normalizeRules(append(append([]WriteRule(nil), cfg.WriteRules...), presetRules(cfg.WritePresets)...)),
 		allow: make(map[string]bool), metrics: m, log: s.log, tunnels: &s.serving,
 	}
 	if len(cfg.Journal) > 0 {
@@ -101,9 +101,14 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		h, port, _ := splitHostPort(a)
 		p.allow[net.JoinHostPort(h, fmt.Sprint(port))] = true
 	}
+	if p.ca, err = newCA(cfg); err != nil {
+		return nil, err
+	}
 	s.pipe = p
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
 	s.control = newControl(&s.cfg, k, c, g, s.ready)
+	s.control.routes[PathCA] = route{"GET", s.serveCA}
+	s.control.routes[PathCAPEM] = route{"GET", s.serveCA}
 	return s, nil
 }
 
@@ -124,6 +129,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.pipe.ca != nil {
+		if err := s.pipe.ca.WriteBundle(s.cfg.Intercept.BundleFile); err != nil {
+			return fmt.Errorf("proxy: intercept.bundleFile: %w", err)
+		}
 	}
 	var lc net.ListenConfig
 	var lns []net.Listener
@@ -146,6 +156,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		return err
 	}
 	s.servers = []*fasthttp.Server{s.newProxyServer(), s.newServer("fencepost-sidecar", s.control.handler(), maxControlBody)}
+	s.pipe.tunnelSrv = s.newTunnelServer()
 	if s.cfg.MetricsAddr != "" {
 		if s.metricLn, err = listen("metricsAddr", s.cfg.MetricsAddr); err != nil {
 			return err
@@ -159,6 +170,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		}
 	}
 	s.life = lifeStarted
+	lns[0] = lingerListener{lns[0]} // a refused request's reply is read before the close
 	for i, ln := range lns {
 		srv := s.servers[i]
 		s.serving.Add(1)
@@ -196,6 +208,16 @@ func (s *Sidecar) newProxyServer() *fasthttp.Server {
 	srv.DisableHeaderNamesNormalizing = true
 	srv.DisablePreParseMultipartForm = true
 	srv.ReadBufferSize = s.cfg.MaxHeaderBytes
+	return srv
+}
+
+// newTunnelServer serves the inside of fenced CONNECT tunnels with the
+// proxy's limits (tunnel.go).
+func (s *Sidecar) newTunnelServer() *fasthttp.Server {
+	srv := s.newProxyServer()
+	srv.Handler = s.pipe.handleTunneled
+	srv.ExpectHandler = s.pipe.expectTunneled
+	srv.Name = "fencepost-sidecar-tunnel"
 	return srv
 }
 
@@ -280,6 +302,7 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		}
 	}
 	stop("proxy", s.servers[0])
+	s.pipe.fenced.closeAll()
 
 	// The drain may have used up ctx; giving the leases back and closing
 	// the session still get their own bounded time, because skipping them

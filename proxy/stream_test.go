@@ -17,19 +17,7 @@ import (
 
 func TestStreamingResponsePassesThroughUnbuffered(t *testing.T) {
 	release := make(chan struct{})
-	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) {
-		ctx.SetContentType("text/event-stream")
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-			_, _ = w.WriteString("data: first\n\n")
-			_ = w.Flush()
-			select {
-			case <-release:
-			case <-time.After(5 * time.Second):
-			}
-			_, _ = w.WriteString("data: second\n\n")
-			_ = w.Flush()
-		})
-	})
+	up := startUpstream(t, sseUpstream(release))
 	fc := newFakeCluster()
 	s := startSidecar(t, fc, baseConfig(t))
 	mustAcquire(t, s, "t")

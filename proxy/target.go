@@ -55,7 +55,7 @@ func parseTarget(ctx *fasthttp.RequestCtx, in entry, origins originTable) (targe
 		if !hasPrefixFold(raw, "http://") {
 			detail := errNotProxy
 			if hasPrefixFold(raw, "https://") {
-				detail = "https:// cannot be fenced in absolute form: call http://host and configure tls.originate for it"
+				detail = httpsHint(raw)
 			}
 			return target{}, &errReply{status: 400, code: CodeNotProxyRequest, title: "not a proxy request", detail: detail}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strings"
 )
 
@@ -67,4 +68,47 @@ func (t originTable) forAddr(addr string) *tls.Config {
 		return c
 	}
 	return t[host]
+}
+
+// portHint explains a failed plain-HTTP request to a host that
+// tls.originate lists with another port: the sidecar spoke plain HTTP to
+// a port the list does not name, which a TLS server answers with garbage.
+func (t originTable) portHint(tgt target, tlsUsed bool) string {
+	if tlsUsed || len(t) == 0 {
+		return ""
+	}
+	var listed []string
+	for k := range t {
+		if h, _, err := net.SplitHostPort(k); err == nil && h == tgt.host {
+			listed = append(listed, k)
+		}
+	}
+	if len(listed) == 0 {
+		return ""
+	}
+	sort.Strings(listed)
+	return fmt.Sprintf(" (sent as plain HTTP to %s: tls.originate lists %s; list %s too if that port speaks TLS)",
+		tgt.hostPort, strings.Join(listed, ", "), tgt.hostPort)
+}
+
+// httpsHint is the fix for an https:// URL sent in absolute form, naming
+// its host and port.
+func httpsHint(uri []byte) string {
+	rest := string(uri[len("https://"):])
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	host, port, err := splitAuthority(rest)
+	if err != nil {
+		return "https:// cannot be fenced in absolute form: set HTTPS_PROXY (a CONNECT tunnel) and list the host in intercept.hosts"
+	}
+	if port == "" {
+		port = "443"
+	}
+	hp := net.JoinHostPort(strings.Trim(host, "[]"), port)
+	return "https:// cannot be fenced in absolute form: set HTTPS_PROXY (a CONNECT tunnel) and list " + strings.Trim(host, "[]") +
+		" in intercept.hosts, or call http://" + hp + " with " + hp + " in tls.originate (the sidecar then speaks TLS to port " + port + ")"
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
 func TestTLSOrigination(t *testing.T) {
@@ -52,4 +55,30 @@ func TestOriginTableLookup(t *testing.T) {
 	require.Equal(t, "api.example.com", o.forAddr("api.example.com:443").ServerName)
 	_, err = newOriginTable([]TLSOrigin{{Host: "x", CAFile: "/nonexistent"}})
 	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestTLSOriginationHintsNameHostAndPort(t *testing.T) {
+	ca := newTestCA(t, mitm.Config{Hosts: []string{"127.0.0.1"}})
+	up := startTLSUpstream(t, ca, "127.0.0.1", nil)
+	cfg := baseConfig(t)
+	cfg.TLSOriginate = []TLSOrigin{{Host: "127.0.0.1:1", CAFile: ca.file}}
+	s := startSidecar(t, newFakeCluster(), cfg)
+	mustAcquire(t, s, "t")
+	c := proxyClient(t, s, "")
+
+	// An https:// URL in absolute form: the fix names the host and port.
+	req, _ := http.NewRequest("GET", "http://"+s.ProxyAddr(), nil)
+	req.URL.Opaque = "https://api.example.com:8443/x"
+	req.Host = "api.example.com:8443"
+	resp, err := (&http.Client{}).Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode)
+	require.Contains(t, problemOf(t, string(b)).Detail, "http://api.example.com:8443 with api.example.com:8443 in tls.originate")
+
+	// A TLS port tls.originate does not list: the 502 says so.
+	resp, body := doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
+	require.Equal(t, 502, resp.StatusCode, body)
+	require.Contains(t, problemOf(t, body).Detail, "tls.originate lists 127.0.0.1:1; list "+up.addr())
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -21,7 +22,9 @@ var errLeaseCut = errors.New("lease no longer current")
 type upstream struct {
 	cfg     Config
 	origins originTable
-	shared  *fasthttp.Client
+	// interceptTLS verifies the upstreams of intercepted requests.
+	interceptTLS *tls.Config
+	shared       *fasthttp.Client
 	// sharedConns tracks the shared client's connections so Shutdown can
 	// close streams still running after the drain.
 	sharedConns connSet
@@ -32,7 +35,11 @@ func newUpstream(cfg Config) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{cfg: cfg, origins: o}
+	it, err := newInterceptTLS(cfg.Intercept.UpstreamCAFile)
+	if err != nil {
+		return nil, err
+	}
+	u := &upstream{cfg: cfg, origins: o, interceptTLS: it}
 	u.shared = u.newClient(ticket{})
 	return u, nil
 }
@@ -54,15 +61,22 @@ func (u *upstream) newClient(t ticket) *fasthttp.Client {
 		StreamResponseBody:            true,
 		// No automatic retries, of writes or anything else: a retry is
 		// the worker's decision, with the same Idempotency-Key.
-		MaxIdemponentCallAttempts: 1,
-		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		// The one exception: a pooled connection found closed before the
+		// first byte was written (errStaleConn) is retried once on a new
+		// connection; the write client's dialer and connections check the
+		// lease again for it.
+		MaxIdemponentCallAttempts: 2,
+		RetryIfErr:                retryStale,
 		MaxResponseBodySize:       maxBody,
 		ReadBufferSize:            responseHeaderBytes,
-		MaxIdleConnDuration:       u.cfg.IdleTimeout,
+		MaxIdleConnDuration:       u.cfg.UpstreamIdleTimeout,
 		Dial:                      u.dialer(t),
 		ConfigureClient: func(hc *fasthttp.HostClient) error {
 			if hc.IsTLS {
 				hc.TLSConfig = u.origins.forAddr(hc.Addr)
+				if hc.TLSConfig == nil {
+					hc.TLSConfig = u.interceptTLS
+				}
 			}
 			return nil
 		},
@@ -176,7 +190,10 @@ type timedConn struct {
 	clock   Clock
 	readDL  time.Time // the read deadline last set; only Read uses it
 	writeDL time.Time // the write deadline last set; only Write uses it
-	once    sync.Once
+	// lastRead is when a read last returned; a write after a pause from
+	// then first checks that the server has not closed the connection.
+	lastRead time.Time
+	once     sync.Once
 }
 
 // deadlineSlack is the fraction (1/deadlineSlack) of UpstreamTimeout by
@@ -200,13 +217,23 @@ func (c *timedConn) Read(p []byte) (int, error) {
 			_ = c.Conn.SetReadDeadline(d)
 		}
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	c.lastRead = time.Now()
+	return n, err
 }
 
 func (c *timedConn) Write(p []byte) (int, error) {
 	// Not one byte of a write leaves once its lease may not write.
 	if c.t.st != nil && c.t.mayWrite(c.clock.Now()) != "" {
 		return 0, errLeaseCut
+	}
+	if !c.lastRead.IsZero() && time.Since(c.lastRead) >= livenessAfter {
+		// A reused connection after a pause: the server may have closed
+		// it meanwhile. Nothing of this request is written yet.
+		c.lastRead = time.Time{}
+		if closedByPeer(c.Conn) {
+			return 0, errStaleConn
+		}
 	}
 	if c.timeout > 0 {
 		if d, ok := c.nextDeadline(c.writeDL); ok {

@@ -7,19 +7,7 @@
 # skipped and the test says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$(id -u)" = 0 ]; then
-  need=()
-  command -v curl >/dev/null 2>&1 || need+=(curl)
-  /usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || need+=(python3-requests)
-  /usr/bin/python3 -c 'import httpx' >/dev/null 2>&1 || need+=(python3-httpx)
-  command -v npm >/dev/null 2>&1 || need+=(npm)
-  if [ ${#need[@]} -gt 0 ]; then
-    echo "devclients: installing ${need[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  fi
-  test/install-node24.sh >/dev/null
-fi
+test/install-clients.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 code=0

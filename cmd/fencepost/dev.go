@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,9 +95,19 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	defer func() { err = errors.Join(err, fenced.Close()) }()
 
 	sccfg.Cluster, sccfg.ClusterTLS = []string{clusterAddr}, sec.sidecar
-	// Only the fenced service gets the token's signature, under both
-	// names a worker may call it by.
-	sccfg.SignatureHosts = []string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://")}
+	if sccfg.Intercept.BundleFile, err = filepath.Abs(sccfg.Intercept.BundleFile); err != nil {
+		return fmt.Errorf("%w: data_dir: %w", config.ErrRuntime, err)
+	}
+	sccfg.Intercept.UpstreamCAFile = filepath.Join(filepath.Dir(sccfg.Intercept.BundleFile), "upstream-ca-bundle.pem")
+	fencedTLS, err := startFencedTLS(fenced.Handler(), net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Ports.FencedTLS)), sccfg.Intercept.UpstreamCAFile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fencedTLS.Close()) }()
+	// Only the fenced service gets the token's signature, plain and over
+	// TLS, under both names a worker may call it by.
+	sccfg.SignatureHosts = []string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
+		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}
 	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
 	if err != nil {
 		return err
@@ -113,6 +124,9 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	}
 	printDevHelp(stdout, devHelp{self: self, cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
 		fenced: fencedURL(fenced.Addr()), task: cfg.Task, op: sec.operator})
+	revoke := fmt.Sprintf("%s ctl --cluster %s --ca %s --cert %s --key %s tasks revoke %s",
+		self, clusterAddr, sec.operator.CAFile, sec.operator.CertFile, sec.operator.KeyFile, cfg.Task)
+	printDevHTTPS(stdout, revoke, sc.ProxyAddr(), "https"+strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http"), sccfg.Intercept.BundleFile, cfg.Task)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
 	return nil

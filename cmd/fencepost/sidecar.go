@@ -132,8 +132,12 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		UpstreamTimeout:   cfg.Timeouts.Upstream.Std(),
 		IdleTimeout:       cfg.Timeouts.Idle.Std(),
 		DrainTimeout:      cfg.DrainTimeout.Std(),
-		Logger:            log,
-		Registerer:        reg,
+		WritePresets:      cfg.Writes.Presets,
+		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
+			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
+		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),
+		Logger:              log,
+		Registerer:          reg,
 	}
 	for _, r := range cfg.Writes.Rules {
 		pc.WriteRules = append(pc.WriteRules, proxy.WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: *r.Write})

@@ -59,6 +59,11 @@ var (
 	// ErrQuota reports a command that would take an identity past one of
 	// its quotas (sessions, tasks, stored bytes).
 	ErrQuota = errors.New("quota exceeded")
+	// ErrPayloadMismatch reports an intent whose key the journal already
+	// holds with another body digest: the write was performed (or is in
+	// flight) with a different payload, so it is neither replayed nor
+	// sent again, as a downstream using package fence answers 422.
+	ErrPayloadMismatch = errors.New("effect key recorded with a different payload")
 )
 
 // ErrorInfo is one row of the model's error table.
@@ -106,6 +111,7 @@ var errorTable = [...]ErrorInfo{
 	// A full journal is a state of this task, not of the server's disks,
 	// so 409 rather than 507 (which generic clients read as a server fault).
 	{ErrJournalFull, "journal_full", http.StatusConflict},
+	{ErrPayloadMismatch, "payload_mismatch", http.StatusUnprocessableEntity},
 	// A different command under a used request id is well-formed but
 	// cannot be processed: 422, as Idempotency-Key reuse is downstream.
 	{ErrRequestReused, "request_id_reused", http.StatusUnprocessableEntity},

@@ -10,8 +10,9 @@ var timeZero time.Time
 // intent records a journaled write before it is made. It doubles as the
 // linearizable "is my lease still current?" check: it commits only while
 // the caller's epoch is the task's current, active one. A key the journal
-// already holds is answered from the journal instead: a done effect is
-// replayed (even to a later owner), an intent with no outcome is in doubt.
+// already holds is answered from the journal instead: with another body
+// digest it is ErrPayloadMismatch; a done effect is replayed (even to a
+// later owner); an intent with no outcome is in doubt.
 func (m *Model) intent(c *Command) Result {
 	if c.Effect == nil || c.Effect.Key == "" {
 		return Result{Err: fmt.Errorf("%w: effect key is required", ErrInvalid)}
@@ -22,6 +23,10 @@ func (m *Model) intent(c *Command) Result {
 	}
 	if e := t.effect(c.Effect.Key); e != nil {
 		switch {
+		case c.Effect.BodyDigest != "" && e.BodyDigest != "" && c.Effect.BodyDigest != e.BodyDigest:
+			// The same key for another body: replaying the recorded
+			// response would tell the worker its new payload took effect.
+			return Result{Err: ErrPayloadMismatch, Task: t.clone(), Effect: e.clone()}
 		case e.State == EffectDone:
 			return Result{Task: t.clone(), Effect: e.clone()}
 		case e.Epoch == c.Epoch && e.State == EffectIntent:

@@ -783,6 +783,14 @@ func TestJournal(t *testing.T) {
 	require.Equal(t, 200, res.Effect.Status)
 	require.Equal(t, []byte("body-k"), res.Effect.Body)
 	require.Equal(t, before, stateHash(t, h.m))
+	// ... but not when its body differs (the takeover case: key K1 with
+	// amount=5 done, a new owner sends K1 with amount=7): the journal
+	// answers as a fence downstream does, and records nothing.
+	other := intentT("s2", "a", e2, "k", dl)
+	other.Effect.BodyDigest = "d-other"
+	res = h.noop(other, ErrPayloadMismatch)
+	require.Equal(t, "d-k", res.Effect.BodyDigest)
+	require.Equal(t, before, stateHash(t, h.m))
 	// The old owner's outcome for a key is refused from the new epoch.
 	h.ok(intentT("s2", "a", e2, "k2", dl))
 	h.noop(outcomeT("a", e, "k2", 200), ErrStaleEpoch)
@@ -1073,7 +1081,7 @@ func TestErrorCodes(t *testing.T) {
 		ErrTaskFinal: "task_final", ErrNotClaimable: "not_claimable", ErrNoTask: "no_task",
 		ErrStaleEpoch: "stale_epoch", ErrNotHolder: "not_holder", ErrLeaseNotActive: "lease_not_active",
 		ErrCheckpointSeq: "checkpoint_seq", ErrNotWaiting: "not_waiting", ErrIntentsInFlight: "intents_in_flight",
-		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full",
+		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full", ErrPayloadMismatch: "payload_mismatch",
 		ErrRequestReused: "request_id_reused", ErrNotOwner: "not_owner", ErrQuota: "quota_exceeded",
 	}
 	require.Len(t, errorTable, len(stable)+1)
@@ -1095,7 +1103,7 @@ func TestErrorCodes(t *testing.T) {
 		409: {ErrTaskExists, ErrLeaseHeld, ErrTaskWaiting, ErrTaskFinal, ErrNotClaimable, ErrStaleEpoch,
 			ErrNotHolder, ErrLeaseNotActive, ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull},
 		403: {ErrNotOwner},
-		422: {ErrRequestReused},
+		422: {ErrPayloadMismatch, ErrRequestReused},
 		429: {ErrQuota},
 	}
 	n := 0

@@ -78,6 +78,9 @@ func (h *harness) run() error {
 	if h.want("6") {
 		h.memory()
 	}
+	if h.want("7") {
+		h.https()
+	}
 	if h.lb.fpSess != nil {
 		h.lb.fpSess.close()
 	}

@@ -62,10 +62,14 @@ func main() {
 		runUpstream(os.Args[2])
 		return
 	}
+	if len(os.Args) == 5 && os.Args[1] == "upstream-tls" {
+		runUpstreamTLS(os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
 	quick := flag.Bool("quick", false, "smoke run: fewer repetitions, shorter runs (under 2 minutes)")
 	out := flag.String("out", "bench-results.json", "raw results JSON file")
 	md := flag.String("md", "../../BENCHMARKS.md", "BENCHMARKS.md to regenerate; empty to skip")
-	only := flag.String("only", "", "comma-separated workload numbers to run (1-6); default all")
+	only := flag.String("only", "", "comma-separated workload numbers to run (1-7); default all")
 	keep := flag.Bool("keep", false, "keep the temporary directory (logs, data dirs)")
 	fpBin := flag.String("fencepost", "", "use this fencepost binary instead of building ./cmd/fencepost")
 	from := flag.String("from", "", "run nothing: re-render the tables and --md from this raw results JSON")

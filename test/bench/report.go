@@ -230,6 +230,7 @@ func buildGoals(res *Results) {
 			proxyBound = append(proxyBound, pc.method+": "+b)
 		}
 	}
+	res.Goals = append(res.Goals, httpsGoals(res)...)
 	res.Goals = append(res.Goals,
 		withBound(merge("proxy throughput ≥ 0.9× nginx (GET; POST)", nginx...), strings.Join(proxyBound, ". ")),
 		merge("proxy throughput ≥ 3× squid (GET; POST)", squid...),

@@ -36,9 +36,13 @@ func binPath(name string) string {
 
 // installPeers installs the Debian packages of missing peers. It needs root
 // and waits up to ten minutes for another apt run to release its lock.
-func installPeers() error {
+func installPeers() error { return installPackages(peerPackages) }
+
+// installPackages installs the Debian packages of the binaries in peers
+// that are missing, as installPeers does.
+func installPackages(peers []struct{ bin, pkg string }) error {
 	var need []string
-	for _, p := range peerPackages {
+	for _, p := range peers {
 		if binPath(p.bin) == "" {
 			need = append(need, p.pkg)
 		}
@@ -61,7 +65,7 @@ func installPeers() error {
 	// Debian may start the packaged services; the harness leaves them alone
 	// (it stops only what it started) and runs its own instances on free
 	// loopback ports.
-	for _, p := range peerPackages {
+	for _, p := range peers {
 		if binPath(p.bin) == "" {
 			return fmt.Errorf("%s still missing after installing %s", p.bin, p.pkg)
 		}

@@ -16,7 +16,23 @@ var upstreamBody = []byte(`{"ok":true,"from":"bench-upstream"}` + "\n")
 // the request body (so a POST costs its bytes) and answers 200 with a short
 // JSON body.
 func runUpstream(addr string) {
-	s := &fasthttp.Server{
+	if err := upstreamServer().ListenAndServe(addr); err != nil {
+		fmt.Fprintln(os.Stderr, "upstream:", err)
+		os.Exit(1)
+	}
+}
+
+// runUpstreamTLS is the hidden "upstream-tls ADDR CERT KEY" mode: the same
+// server over TLS, for workload 7.
+func runUpstreamTLS(addr, cert, key string) {
+	if err := upstreamServer().ListenAndServeTLS(addr, cert, key); err != nil {
+		fmt.Fprintln(os.Stderr, "upstream-tls:", err)
+		os.Exit(1)
+	}
+}
+
+func upstreamServer() *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			_ = len(ctx.PostBody())
 			ctx.SetContentType("application/json")
@@ -25,9 +41,5 @@ func runUpstream(addr string) {
 		Name:                          "bench-upstream",
 		DisableHeaderNamesNormalizing: true,
 		ReadBufferSize:                8192,
-	}
-	if err := s.ListenAndServe(addr); err != nil {
-		fmt.Fprintln(os.Stderr, "upstream:", err)
-		os.Exit(1)
 	}
 }

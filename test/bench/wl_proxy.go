@@ -235,12 +235,16 @@ http {
 // caching off, logging off and keep-alive on both sides.
 func startSquid(dir string, ps *ports) (*proc, string, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", ps.next())
-	d := filepath.Join(dir, "squid")
+	return runSquid(filepath.Join(dir, "squid"), addr, "http_port "+addr+"\n", nil)
+}
+
+// runSquid writes squid.conf in d (head first: the listening port and
+// anything before the common settings), runs prepare, then squid -N.
+func runSquid(d, addr, head string, prepare func() error) (*proc, string, error) {
 	if err := os.MkdirAll(d, 0o777); err != nil {
 		return nil, "", err
 	}
-	conf := fmt.Sprintf(`http_port %[2]s
-acl localnet src 127.0.0.1/32
+	conf := head + fmt.Sprintf(`acl localnet src 127.0.0.1/32
 http_access allow localnet
 http_access deny all
 cache deny all
@@ -257,10 +261,15 @@ shutdown_lifetime 1 seconds
 client_persistent_connections on
 server_persistent_connections on
 max_filedescriptors 8192
-`, d, addr)
+`, d)
 	cf := filepath.Join(d, "squid.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		return nil, "", err
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return nil, "", err
+		}
 	}
 	// squid drops root for the "proxy" user; let it write its own files.
 	_ = exec.Command("chown", "-R", "proxy", d).Run()

@@ -64,22 +64,19 @@ func TestDevBannerWorksForEveryClient(t *testing.T) {
 			if c.why != "" {
 				t.Skip(c.why)
 			}
-			body := marker(c.name)
-			status, out := c.post(t.Context(), dev.env, dev.writeURL, body)
-			if c.name == "node fetch" {
-				// undici tunnels even http:// URLs through CONNECT, which the
-				// sidecar refuses: the write is blocked, never sent unstamped.
-				// The README's client table says so; change both together.
-				require.NotEqual(t, http.StatusCreated, status, out)
-				require.Nil(t, dev.arrived(t, body), "a refused tunnel must not reach the service")
-				return
+			// node fetch tunnels even http:// URLs through CONNECT; the
+			// sidecar fences the plain HTTP inside like any proxied request.
+			// The README's client table says so; change both together.
+			for _, u := range []string{dev.writeURL, dev.httpsWriteURL} {
+				body := marker(c.name)
+				status, out := c.post(t.Context(), dev.env, u, body)
+				require.Equal(t, http.StatusCreated, status, "%s: %s", u, out)
+				e := dev.arrived(t, body)
+				require.NotNil(t, e, "the write to %s did not reach the fenced service", u)
+				require.Positive(t, e.Epoch, "stamped with the lease's epoch")
+				require.NotEmpty(t, e.IdempotencyKey, "stamped with an Idempotency-Key")
+				require.Equal(t, "dev-worker", e.Holder)
 			}
-			require.Equal(t, http.StatusCreated, status, out)
-			e := dev.arrived(t, body)
-			require.NotNil(t, e, "the write did not reach the fenced service")
-			require.Positive(t, e.Epoch, "stamped with the lease's epoch")
-			require.NotEmpty(t, e.IdempotencyKey, "stamped with an Idempotency-Key")
-			require.Equal(t, "dev-worker", e.Holder)
 		})
 	}
 
@@ -108,13 +105,13 @@ func TestDevBannerWorksForEveryClient(t *testing.T) {
 			if c.why != "" {
 				t.Skip(c.why)
 			}
-			body := marker(c.name)
-			status, out := c.post(t.Context(), dev.env, dev.writeURL, body)
-			if c.name != "node fetch" {
-				require.Equal(t, http.StatusConflict, status, out)
+			for _, u := range []string{dev.writeURL, dev.httpsWriteURL} {
+				body := marker(c.name)
+				status, out := c.post(t.Context(), dev.env, u, body)
+				require.Equal(t, http.StatusConflict, status, "%s: %s", u, out)
 				require.Contains(t, out, "lease-revoked")
+				require.Nil(t, dev.arrived(t, body), "a write without a lease reached the service")
 			}
-			require.Nil(t, dev.arrived(t, body), "a write without a lease reached the service")
 		})
 	}
 }
@@ -151,8 +148,9 @@ func availableClients(t *testing.T) []client {
 
 	node, why := node24(t)
 	nodeHTTP := client{name: "node node:http", why: why, post: func(ctx context.Context, env []string, u, body string) (int, string) {
-		const script = `const http = require('node:http');
-const req = http.request(new URL(process.argv[1]), {method: 'POST'}, (res) => {
+		const script = `const u = new URL(process.argv[1]);
+const http = require(u.protocol === 'https:' ? 'node:https' : 'node:http');
+const req = http.request(u, {method: 'POST'}, (res) => {
   let b = ''; res.on('data', (d) => b += d); res.on('end', () => console.log(b + '\n' + res.statusCode));
 });
 req.on('error', (e) => console.log(e.message + '\n0'));
@@ -203,9 +201,12 @@ type dev struct {
 	banner   string
 	env      []string // the clean environment plus the printed exports
 	writeURL string   // the fenced service's write route for the held task
-	direct   string   // the fenced service on 127.0.0.1, for checking arrivals
-	control  string   // the sidecar's control API
-	revoke   string   // the printed revoke line
+	// httpsWriteURL is the same route over HTTPS, which the sidecar
+	// intercepts with its own CA (the banner's CA-bundle exports).
+	httpsWriteURL string
+	direct        string // the fenced service on 127.0.0.1, for checking arrivals
+	control       string // the sidecar's control API
+	revoke        string // the printed revoke line
 }
 
 // startDev runs `go run ./cmd/fencepost dev` as the README says, on free
@@ -218,7 +219,7 @@ func startDev(t *testing.T) *dev {
 		t.Skip("the go tool is not on PATH")
 	}
 	cmd := exec.Command(gotool, "run", "./cmd/fencepost", "dev", "--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--log-format=json")
+		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--log-format=json")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = cleanEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -252,7 +253,7 @@ func startDev(t *testing.T) *dev {
 	var banner strings.Builder
 	// A cold build can take minutes on a busy machine; a warm one seconds.
 	deadline := time.After(6 * time.Minute)
-	for d.revoke == "" {
+	for d.revoke == "" || d.httpsWriteURL == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -270,6 +271,7 @@ func startDev(t *testing.T) *dev {
 	}()
 	d.banner = banner.String()
 	require.NotEmpty(t, d.writeURL, d.banner)
+	require.NotEmpty(t, d.httpsWriteURL, d.banner)
 	require.NotEmpty(t, d.control, d.banner)
 	require.Contains(t, strings.Join(d.env, " "), "HTTP_PROXY=", d.banner)
 	return d
@@ -294,6 +296,10 @@ func (d *dev) parse(t *testing.T, l string) {
 	case strings.HasPrefix(l, "fenced service"):
 		u, err := url.Parse(fields[2])
 		require.NoError(t, err)
+		if u.Scheme == "https" {
+			d.httpsWriteURL = u.String() + "/v1/tasks/dev-task/writes"
+			break
+		}
 		d.writeURL = u.String() + "/v1/tasks/dev-task/writes"
 		d.direct = "http://127.0.0.1:" + u.Port()
 	case strings.HasPrefix(l, "sidecar control"):
@@ -354,7 +360,8 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch strings.ToUpper(k) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "NODE_USE_ENV_PROXY", goClientEnv:
+		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "NODE_USE_ENV_PROXY", goClientEnv,
+			"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS":
 			continue
 		}
 		if strings.HasPrefix(k, "FENCEPOST_") {

@@ -12,5 +12,7 @@
 // A client that is not installed is skipped with the reason;
 // test/devclients.sh installs them when run as root.
 //
-// This is the plain-HTTP dev flow only; HTTPS clients are another suite's.
+// Each write goes to the banner's http:// URL and to its https:// URL, which
+// the sidecar intercepts with its own CA (the banner's CA-bundle exports);
+// the HTTPS client matrix with streaming and cuts is package test/clients.
 package devclients
