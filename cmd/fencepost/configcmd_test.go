@@ -128,3 +128,45 @@ func TestConfigKeys(t *testing.T) {
 	require.Equal(t, []string{"raft.election_timeout", "FENCEPOST_RAFT_ELECTION_TIMEOUT", "--raft-election-timeout", "300ms"}, strings.Fields(line)[:4])
 	require.Contains(t, out, "--set leases.profiles.*.ttl=...")
 }
+
+// The file of issue 16, item 5, replayed: one run of `config validate`
+// names every problem (type error, unknown key, rules, missing CA files).
+func TestConfigValidateOnePass(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, `cluster: [127.0.0.1:7400]
+writes: {rules: [{host: a.example, write: maybe}, {host: b.example}]}
+proxy_addr: 0.0.0.0:7480
+heartbeat: {drift: 0.5}
+tls: {originate: [{host: a.example, ca_file: `+filepath.Join(dir, "a.pem")+`}, {host: b.example, ca_file: `+filepath.Join(dir, "b.pem")+`}]}
+`)
+	code, out, errOut := runCLI(t, "config", "validate", path)
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	p := "fencepost config validate: config: "
+	require.Equal(t, p+path+`:2: writes.rules[0].write: must be true or false (got "maybe")`+"\n"+
+		p+`proxy_addr: must listen on loopback (127.0.0.1, ::1 or localhost) so only the local worker can use it (got "0.0.0.0:7480")`+"\n"+
+		p+"heartbeat.drift: must be between 0 and 0.1 (got 0.5)\n"+
+		p+"writes.rules[1].write: must be set to true or false\n"+
+		p+"tls.originate[0].ca_file: no such file: "+filepath.Join(dir, "a.pem")+"\n"+
+		p+"tls.originate[1].ca_file: no such file: "+filepath.Join(dir, "b.pem")+"\n", errOut)
+}
+
+// --runtime reports every host problem, not the first.
+func TestConfigValidateRuntimeReportsEvery(t *testing.T) {
+	l1, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l1.Close()
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l2.Close()
+	file := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	path := writeConfig(t, "node_id: n1\ndata_dir: "+filepath.Join(file, "d")+"\nhttp_addr: "+l1.Addr().String()+
+		"\nraft_addr: "+l2.Addr().String()+"\n")
+	code, _, errOut := runCLI(t, "config", "validate", "--role", "server", "--runtime", path)
+	require.Equal(t, exitRuntime, code, errOut)
+	require.Equal(t, 3, strings.Count(errOut, "\n"), errOut)
+	require.Contains(t, errOut, "data_dir: cannot use")
+	require.Contains(t, errOut, "http_addr: cannot listen on "+l1.Addr().String())
+	require.Contains(t, errOut, "raft_addr: cannot listen on "+l2.Addr().String())
+}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,7 +42,19 @@ func TestHealthcheck(t *testing.T) {
 	require.Contains(t, errOut, "connection refused")
 	require.Equal(t, 1, strings.Count(errOut, "\n"))
 
-	for _, args := range [][]string{{}, {"127.0.0.1:7400/readyz"}, {"a", "b"}, {"--timeout", "0s", "http://x/"}} {
+	// https: verified against --ca, refused without it.
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer tlsSrv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o600))
+	code, _, errOut = runCLI(t, "healthcheck", "--ca", ca, tlsSrv.URL+"/healthz")
+	require.Equal(t, exitOK, code, errOut)
+	code, _, errOut = runCLI(t, "healthcheck", tlsSrv.URL+"/healthz")
+	require.Equal(t, exitRuntime, code)
+	require.Contains(t, errOut, "certificate")
+
+	for _, args := range [][]string{{}, {"127.0.0.1:7400/readyz"}, {"a", "b"}, {"--timeout", "0s", "http://x/"},
+		{"--ca", filepath.Join(t.TempDir(), "none.pem"), "https://x/"}, {"--ca", ca + "x", "https://x/"}} {
 		code, _, errOut = runCLI(t, append([]string{"healthcheck"}, args...)...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)
 		require.Equal(t, 1, strings.Count(errOut, "\n"), errOut)

@@ -65,6 +65,7 @@ func TestStartConfigErrorsExit2(t *testing.T) {
 		err := serveDev(t.Context(), cfg, zap.NewNop(), &strings.Builder{})
 		require.Error(t, err)
 		require.Equal(t, exitUsage, exitCode(err), "%v", err)
+		require.Contains(t, err.Error(), "task")
 	})
 	t.Run("runtime stays 1", func(t *testing.T) {
 		require.Equal(t, exitRuntime, exitCode(startError(&net.OpError{Op: "listen", Err: os.ErrPermission})))

@@ -80,6 +80,29 @@ func TestDevBannerWorksForEveryClient(t *testing.T) {
 		})
 	}
 
+	// Node before 24 ignores the proxy variables: the README's table says
+	// its writes are not fenced. Held to that: with the printed environment
+	// the write is not accepted (it cannot even resolve the .localhost name
+	// without the sidecar) and never arrives.
+	t.Run("node < 24 is not fenced", func(t *testing.T) {
+		v, err := exec.Command("/usr/bin/node", "-p", "process.versions.node.split('.')[0]").Output()
+		if err != nil {
+			t.Skip("no /usr/bin/node (Debian's nodejs)")
+		}
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(v))); n >= 24 {
+			t.Skip("/usr/bin/node is Node " + strings.TrimSpace(string(v)) + ", not an older one")
+		}
+		const script = `const req = require('node:http').request(new URL(process.argv[1]), {method: 'POST'}, (res) => {
+  let b = ''; res.on('data', (d) => b += d); res.on('end', () => console.log(b + '\n' + res.statusCode));
+});
+req.on('error', (e) => console.log(e.message + '\n0'));
+req.end(process.argv[2]);`
+		body := marker("node < 24")
+		status, out := runClient(t.Context(), dev.env, "/usr/bin/node", "-e", script, dev.writeURL, body)
+		require.NotEqual(t, http.StatusCreated, status, out)
+		require.Nil(t, dev.arrived(t, body), "the write must not reach the service")
+	})
+
 	// Why the banner names fenced.localhost: Go's ProxyFromEnvironment never
 	// proxies a loopback IP, so the same write to 127.0.0.1 goes direct,
 	// unstamped, and the fenced service refuses it (400).

@@ -8,7 +8,8 @@
 //
 // Clients: Go net/http (this test binary, re-executed), curl, Python
 // requests and httpx (Debian's python3-requests and python3-httpx under
-// /usr/bin/python3), Node.js 24 node:http and fetch (test/install-node24.sh).
+// /usr/bin/python3), Node.js 24 node:http and fetch (test/install-node24.sh),
+// and an older Node (Debian's /usr/bin/node), which ignores the variables.
 // A client that is not installed is skipped with the reason;
 // test/devclients.sh installs them when run as root.
 //
