@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -42,8 +43,8 @@ func startEtcdCluster(bin, dir, label string, ps *ports, heartbeat, election tim
 	for i := 1; i <= 3; i++ {
 		n := &etcdNode{
 			name:      fmt.Sprintf("e%d", i),
-			clientURL: fmt.Sprintf("http://127.0.0.1:%d", ps.next()),
-			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", ps.next()),
+			clientURL: fmt.Sprintf("%s127.0.0.1:%d", scheme(), ps.next()),
+			peerURL:   fmt.Sprintf("%s127.0.0.1:%d", scheme(), ps.next()),
 			dir:       filepath.Join(dir, fmt.Sprintf("e%d", i)),
 		}
 		initial = append(initial, n.name+"="+n.peerURL)
@@ -71,6 +72,9 @@ func startEtcdCluster(bin, dir, label string, ps *ports, heartbeat, election tim
 			// before it reads the live heap, on both systems alike.
 			"--enable-pprof",
 		}
+		if sec != nil {
+			n.args = append(n.args, sec.etcdFlags()...)
+		}
 		if err := c.startNode(n); err != nil {
 			c.stop()
 			return nil, err
@@ -94,13 +98,19 @@ func (c *etcdCluster) startNode(n *etcdNode) error {
 		if p.exited() {
 			return fmt.Errorf("exited: %s", p.tail(800))
 		}
-		return tcpUp(strings.TrimPrefix(n.clientURL, "http://"))
+		return tcpUp(hostPort(n.clientURL))
 	})
 }
 
 // newEtcdClient connects to the given client URLs. Its own logging is off.
+// In the TLS pass it presents the harness's client certificate.
 func newEtcdClient(endpoints ...string) (*clientv3.Client, error) {
+	var tc *tls.Config
+	if sec != nil {
+		tc = sec.etcdClient
+	}
 	return clientv3.New(clientv3.Config{
+		TLS:                  tc,
 		Endpoints:            endpoints,
 		DialTimeout:          2 * time.Second,
 		Logger:               zap.NewNop(),

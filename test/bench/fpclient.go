@@ -92,9 +92,10 @@ type fpClient struct {
 var reqIDSeed atomic.Uint64
 
 // newFPClient returns a client for addr (host:port) with up to conns
-// keep-alive connections and the given per-request timeout.
+// keep-alive connections and the given per-request timeout. In the TLS
+// pass it speaks HTTPS with a sidecar certificate, as a sidecar does.
 func newFPClient(addr string, conns int, timeout time.Duration) *fpClient {
-	return &fpClient{
+	c := &fpClient{
 		addr: addr,
 		hc: &fasthttp.HostClient{
 			Addr:         addr,
@@ -109,6 +110,10 @@ func newFPClient(addr string, conns int, timeout time.Duration) *fpClient {
 		},
 		prefix: fmt.Sprintf("b%d-%d-", time.Now().UnixNano()%1e9, reqIDSeed.Add(1)),
 	}
+	if sec != nil {
+		c.hc.IsTLS, c.hc.TLSConfig = true, sec.fpSidecar
+	}
+	return c
 }
 
 // statusError is a non-2xx reply.
@@ -139,7 +144,7 @@ func (c *fpClient) doRaw(method, path string, body []byte, out any) error {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.Header.SetMethod(method)
-	req.SetRequestURI("http://" + c.addr + path)
+	req.SetRequestURI(scheme() + c.addr + path)
 	if body != nil {
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(body)

@@ -50,6 +50,9 @@ func fpServerConfig(n *fpNode, bootstrap bool, join []string) string {
 	b.WriteString("pprof: true\n")
 	fmt.Fprintf(&b, "log:\n  level: warn\nleases:\n  profiles:\n    %s:\n      ttl: %ds\n      heartbeat: %ds\n",
 		benchProfile, benchTTL, benchTTL/3)
+	if sec != nil {
+		b.WriteString(sec.fpConfig(n.id))
+	}
 	return b.String()
 }
 
@@ -114,7 +117,11 @@ func (c *fpCluster) startNode(n *fpNode) error {
 
 // status asks node n for the cluster status.
 func (c *fpCluster) status(n *fpNode) (fpClusterStatus, error) {
-	return newFPClient(n.httpAddr, 1, time.Second).status()
+	cl := newFPClient(n.httpAddr, 1, time.Second)
+	if sec != nil {
+		cl.hc.TLSConfig = sec.fpOperator
+	}
+	return cl.status()
 }
 
 // leader returns the index of the node that says it is the leader.

@@ -87,6 +87,16 @@ func (h *harness) run() error {
 	return nil
 }
 
+// stop stops both clusters by PID.
+func (h *harness) stop() {
+	if h.fp != nil {
+		h.fp.stop()
+	}
+	if h.etcd != nil {
+		h.etcd.stop()
+	}
+}
+
 // leaders refreshes both leader addresses (the failover workload moves
 // them).
 func (h *harness) leaders() error {

@@ -8,6 +8,11 @@
 //
 //	cd test/bench && go run . [--quick] [--out results.json] [--md ../../BENCHMARKS.md]
 //
+// With --tls it runs workloads 1, 2 and 4 in one invocation, plaintext
+// and with TLS on both clusters in alternating passes, and writes the cost
+// of TLS into the marked TLS section of BENCHMARKS.md (tls.go,
+// tlsreport.go).
+//
 // Everything it starts listens on 127.0.0.1 only, runs from one temporary
 // directory removed at the end, and is stopped by PID.
 package main
@@ -73,6 +78,8 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory (logs, data dirs)")
 	fpBin := flag.String("fencepost", "", "use this fencepost binary instead of building ./cmd/fencepost")
 	from := flag.String("from", "", "run nothing: re-render the tables and --md from this raw results JSON")
+	tlsOn := flag.Bool("tls", false, "run the workloads (default "+defaultTLSOnly+") plaintext, then again with TLS on both clusters, and rewrite only the TLS section of --md")
+	rounds := flag.Int("tls-rounds", 2, "with --tls: alternate plaintext and TLS passes this many times, the reps split among them")
 	profDir := flag.String("profile", "", "serve pprof on the fencepost nodes and save a CPU profile of every metered fencepost run into this directory")
 	flag.Parse()
 	if *from != "" {
@@ -82,6 +89,21 @@ func main() {
 		return
 	}
 
+	if *tlsOn {
+		if *only == "" {
+			*only = defaultTLSOnly
+		}
+		if *rounds < 1 {
+			fmt.Fprintln(os.Stderr, "bench: --tls-rounds: must be at least 1")
+			os.Exit(2)
+		}
+		for n := range parseOnly(*only) {
+			if !tlsWorkloads[n] {
+				fmt.Fprintf(os.Stderr, "bench: --only: workload %s has no TLS pass; with --tls use 1-4\n", n)
+				os.Exit(2)
+			}
+		}
+	}
 	plan, mode := fullPlan, "full"
 	if *quick {
 		plan, mode = quickPlan, "quick"
@@ -121,7 +143,12 @@ func main() {
 	}
 	res := &Results{Mode: mode, Settings: plan}
 	h := &harness{plan: plan, res: res, root: root, dir: dir, only: parseOnly(*only), prebuilt: *fpBin}
-	runErr := h.run()
+	var runErr error
+	if *tlsOn {
+		runErr = h.tlsRounds(*rounds)
+	} else {
+		runErr = h.run()
+	}
 	cleanup()
 	res.Machine.LoadEnd = loadAvg()
 	res.Seconds = time.Since(startTime).Seconds()
@@ -130,15 +157,17 @@ func main() {
 		logf("error: %v", runErr)
 	}
 	buildGoals(res)
+	if res.TLS != nil {
+		buildGoals(res.TLS)
+	}
 	table := markdownTable(res)
-	fmt.Println(table)
-	fmt.Println(goalTable(res))
+	printReport(res, table)
 	if err := writeJSON(*out, res); err != nil {
 		fatal(err)
 	}
 	logf("raw results: %s", *out)
 	if *md != "" {
-		if err := os.WriteFile(*md, []byte(benchmarksMD(res, table)), 0o644); err != nil {
+		if err := writeMD(*md, res, table); err != nil {
 			fatal(err)
 		}
 		logf("wrote %s", *md)
@@ -162,13 +191,16 @@ func rerender(path, md string) error {
 	proxyRSSRows(&res)
 	res.Goals = nil
 	buildGoals(&res)
+	if res.TLS != nil {
+		res.TLS.Goals = nil
+		buildGoals(res.TLS)
+	}
 	table := markdownTable(&res)
-	fmt.Println(table)
-	fmt.Println(goalTable(&res))
+	printReport(&res, table)
 	if md == "" {
 		return nil
 	}
-	return os.WriteFile(md, []byte(benchmarksMD(&res, table)), 0o644)
+	return writeMD(md, &res, table)
 }
 
 // parseOnly turns "1,5" into a set; empty means all.

@@ -17,7 +17,8 @@ func benchmarksMD(res *Results, table string) string {
 	p("```sh\ncd test/bench\ngo run .            # full run (about 15 minutes on 2 cores); rewrites ../../BENCHMARKS.md\n")
 	p("go run . --quick    # smoke run, under 2 minutes\n")
 	p("go run . --only 1,5 --md '' --out /tmp/r.json   # some workloads, no rewrite\n")
-	p("go run . --from bench-results.json              # re-render this file from a saved run\n```\n\n")
+	p("go run . --from bench-results.json              # re-render this file from a saved run\n")
+	p("go run . --tls      # workloads 1, 2, 4 plaintext and with TLS; rewrites only the TLS section\n```\n\n")
 	p("The harness builds `fencepost` from this checkout, installs the peers with apt-get when they are missing ")
 	p("(`etcd-server`, `etcd-client`, `nginx`, `squid`; needs root), starts a 3-node fencepost cluster and a 3-node ")
 	p("etcd cluster on 127.0.0.1 with separate data directories under one temporary directory, runs the workloads, ")
@@ -70,10 +71,7 @@ func benchmarksMD(res *Results, table string) string {
 		p("### Runs that saw errors\n\n")
 		p("Failed operations are not counted in rates or latencies; a run with no successful operation is left out of the medians. ")
 		p("The first error of each run is kept in the raw JSON.\n\n")
-		for _, e := range errs {
-			p("- %s\n", e)
-		}
-		p("\n")
+		p("%s", bullets(errs))
 	}
 	p("%s", methodText)
 	return b.String()
@@ -201,3 +199,12 @@ with other work it drifts much less than throughput does, so it is the better fi
    worker's request, encrypt it upstream, and back) on top of the plain proxy path; for new connections two ECDSA
    handshakes (a cached leaf: no minting) against the direct path's one.
 `
+
+// bullets renders lines as a markdown list followed by a blank line.
+func bullets(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	return b.String() + "\n"
+}

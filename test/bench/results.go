@@ -60,6 +60,11 @@ type Results struct {
 	Skipped  []string `json:"skipped,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
 	Seconds  float64  `json:"seconds"`
+	// Rounds is how many plaintext/TLS pass pairs a --tls run made.
+	Rounds int `json:"tlsRounds,omitempty"`
+	// TLS is the TLS pass of a --tls run; this run is then its plaintext
+	// pass.
+	TLS *Results `json:"tls,omitempty"`
 }
 
 // add records a raw run.
