@@ -145,6 +145,7 @@ func (d *Dev) Fenced() *Fenced {
 	f := DefaultFenced()
 	f.Addr = loopback(d.Ports.Fenced)
 	f.KeysFrom = fmt.Sprintf("http://%s", loopback(d.Ports.HTTP))
+	f.ServeLog = true // dev prints a curl line for it; loopback only
 	f.Log = d.Log
 	return f
 }

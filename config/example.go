@@ -53,6 +53,9 @@ join: []
 # Serve Go's profiler under /debug/pprof/ on http_addr
 # (go tool pprof http://127.0.0.1:7400/debug/pprof/profile).
 pprof: false
+# Reader identities (certificate CommonName) that may also read task
+# payloads and checkpoint data (?bodies=true). Operators always may.
+body_readers: []
 
 raft:
   heartbeat_timeout: 100ms     # must be <= election_timeout
@@ -76,6 +79,12 @@ leases:
   max_ttl: 10m
   checkpoint_max_bytes: 1MiB   # sizes take B, KiB, MiB, GiB, KB, MB, GB or plain bytes
   max_task_id_bytes: 256
+  # What one sidecar identity (client certificate) may hold; past it, 429
+  # quota_exceeded. 0 is unlimited.
+  quota:
+    sessions: 64
+    tasks: 100000               # tasks it created and nobody deleted yet
+    bytes: 1GiB                 # payload bytes of those tasks
 
 signing:
   # Ed25519 private key file that signs fencing tokens ('fencepost tls
@@ -161,6 +170,12 @@ connect:
   # is current. Fenced hosts do not belong here. E.g. [pypi.org:443]
   allow: []
 
+# host:port targets whose requests carry the token's signature
+# (X-Fencing-Signature). Empty: every target, so any API the worker calls
+# could replay the signed token against a fenced service during the epoch.
+# List your fenced services, e.g. [orders.internal:80]
+signature_hosts: []
+
 intercept:
   # Hosts whose HTTPS the sidecar intercepts with its own CA (created at
   # start, name-constrained to these hosts unless "*"), so every request in
@@ -196,13 +211,20 @@ const exampleFenced = `# fencepost fenced: the reference downstream service that
 ` + header + `
 addr: 127.0.0.1:7490
 # Cluster endpoint to fetch token-signing public keys from, e.g.
-# http://127.0.0.1:7400. Empty: signatures are not checked.
+# http://127.0.0.1:7400. Empty: signatures are not checked. With keys every
+# token must be signed; an unknown key id fetches the keys again (at most
+# every 5s).
 keys_from: ""
 # Cluster CA certificate: fetch the keys over HTTPS, verifying the cluster.
 # Empty: plain HTTP, allowed only for a keys_from on loopback.
 keys_ca_file: ""
-# Reject tokens without a valid signature. Needs keys_from.
+# Reject tokens without a valid signature. The default with keys_from; needs it.
 require_signature: false
+# Accept unsigned tokens although keys_from is set. Unsafe: an unsigned
+# epoch 2^64-1 locks a task's real owner out for good.
+allow_unsigned: false
+# Serve GET /v1/log (every accepted write) for demos and tests.
+serve_log: false
 
 log:
   level: info                  # debug, info, warn or error

@@ -9,14 +9,22 @@ type Fenced struct {
 	// Addr is where the service listens.
 	Addr string `yaml:"addr" doc:"listen address"`
 	// KeysFrom is a cluster endpoint to fetch token-signing public keys
-	// from; empty means signatures are not checked.
+	// from; empty means signatures are not checked. With keys, every token
+	// must carry a valid signature unless AllowUnsigned says otherwise.
 	KeysFrom string `yaml:"keys_from" doc:"cluster endpoint to fetch signing public keys from"`
 	// KeysCAFile is the cluster CA: keys are then fetched over HTTPS and
 	// the cluster verified against it. Empty: plain HTTP, allowed only for
 	// a keys_from on loopback.
 	KeysCAFile string `yaml:"keys_ca_file" doc:"cluster CA certificate: fetch keys over HTTPS, verifying the cluster"`
-	// RequireSignature rejects tokens without a valid signature.
-	RequireSignature bool `yaml:"require_signature" doc:"reject tokens without a valid signature (needs keys_from)"`
+	// RequireSignature rejects tokens without a valid signature. It is what
+	// keys_from implies already; setting it without keys_from is an error.
+	RequireSignature bool `yaml:"require_signature" doc:"reject tokens without a valid signature (the default with keys_from; needs keys_from)"`
+	// AllowUnsigned accepts tokens without a signature even with keys: an
+	// unsigned epoch 2^64-1 then locks a task's real owner out for good.
+	AllowUnsigned bool `yaml:"allow_unsigned" doc:"accept unsigned tokens although keys_from is set (unsafe: a forged epoch locks the owner out)"`
+	// ServeLog serves GET /v1/log (every accepted write: tasks, holders,
+	// body digests) for demos and tests; off, it is 404.
+	ServeLog bool `yaml:"serve_log" doc:"serve GET /v1/log, every accepted write (demos, tests)"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 }
@@ -48,6 +56,12 @@ func (f *Fenced) Validate() error {
 	}
 	if f.RequireSignature && f.KeysFrom == "" {
 		p.invalid("require_signature", "needs keys_from: signatures are checked against the cluster's public keys")
+	}
+	if f.KeysCAFile != "" && f.KeysFrom == "" {
+		p.invalid("keys_ca_file", "needs keys_from")
+	}
+	if f.AllowUnsigned && f.RequireSignature {
+		p.invalid("allow_unsigned", "contradicts require_signature: true")
 	}
 	f.Log.validate(&p)
 	return p.err()

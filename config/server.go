@@ -38,6 +38,10 @@ type Server struct {
 	Leases Leases `yaml:"leases"`
 	// Pprof serves Go's profiler on the API port under /debug/pprof/.
 	Pprof bool `yaml:"pprof" doc:"serve Go's profiler under /debug/pprof/ on http_addr"`
+	// BodyReaders names reader identities (certificate CommonName) that
+	// may also read task bodies: payloads, checkpoint data, signals,
+	// results (GET ...?bodies=true). Operators always may.
+	BodyReaders []string `yaml:"body_readers" doc:"reader identities (certificate CN) allowed to read task payloads and checkpoint data"`
 	// Signing configures the token signing key.
 	Signing Signing `yaml:"signing"`
 	// TLS is this member's identity: mutual TLS on the raft port, TLS on
@@ -89,6 +93,19 @@ type Leases struct {
 	CheckpointMaxBytes ByteSize `yaml:"checkpoint_max_bytes" doc:"largest checkpoint payload"`
 	// MaxTaskIDBytes caps the length of a task id.
 	MaxTaskIDBytes int `yaml:"max_task_id_bytes" doc:"longest task id in bytes"`
+	// Quota bounds what one sidecar identity may hold (429 past it).
+	Quota Quota `yaml:"quota"`
+}
+
+// Quota bounds what one sidecar identity (client certificate) holds in
+// the cluster; 0 is unlimited.
+type Quota struct {
+	// Sessions bounds its open sessions.
+	Sessions int `yaml:"sessions" doc:"open sessions per sidecar identity (0: unlimited)"`
+	// Tasks bounds the tasks it created and nobody deleted yet.
+	Tasks int `yaml:"tasks" doc:"undeleted tasks a sidecar identity created (0: unlimited)"`
+	// Bytes bounds the payload bytes of those tasks.
+	Bytes ByteSize `yaml:"bytes" doc:"payload bytes of those tasks (0: unlimited)"`
 }
 
 // Profile is a lease TTL and the heartbeat interval that keeps it alive.
@@ -136,6 +153,8 @@ func DefaultServer() *Server {
 			MaxTTL:             Duration(raftstore.DefaultMaxTTL),
 			CheckpointMaxBytes: raftstore.DefaultCheckpointMaxBytes,
 			MaxTaskIDBytes:     raftstore.DefaultMaxTaskIDBytes,
+			Quota: Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
+				Bytes: raftstore.DefaultQuotaBytes},
 		},
 		Log: defaultLog(),
 	}
@@ -272,6 +291,9 @@ func (l Leases) validate(p *problems, election Duration) {
 	}
 	if l.CheckpointMaxBytes <= 0 || l.CheckpointMaxBytes > maxCheckpoint {
 		p.invalid("leases.checkpoint_max_bytes", "must be between 1 and %s (got %s)", maxCheckpoint, l.CheckpointMaxBytes)
+	}
+	if l.Quota.Sessions < 0 || l.Quota.Tasks < 0 || l.Quota.Bytes < 0 {
+		p.invalid("leases.quota", "sessions, tasks and bytes must be >= 0 (0: unlimited)")
 	}
 	if l.MaxTaskIDBytes < 1 || l.MaxTaskIDBytes > 4096 {
 		p.invalid("leases.max_task_id_bytes", "must be between 1 and 4096 (got %d)", l.MaxTaskIDBytes)

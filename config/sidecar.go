@@ -42,6 +42,11 @@ type Sidecar struct {
 	TLS TLS `yaml:"tls"`
 	// Connect lists CONNECT tunnel destinations.
 	Connect Connect `yaml:"connect"`
+	// SignatureHosts lists the host:port targets whose requests carry the
+	// signed token (X-Fencing-Signature); empty means every target. A
+	// signature sent to a third-party API can be replayed by it against a
+	// fenced service for the rest of the epoch, so list your fenced hosts.
+	SignatureHosts []string `yaml:"signature_hosts" doc:"host:port targets that get the token signature (empty: every target)"`
 	// Intercept configures TLS interception with the sidecar's own CA.
 	Intercept Intercept `yaml:"intercept"`
 	// Limits bounds request and response sizes.
@@ -255,6 +260,12 @@ func (s *Sidecar) Validate() error {
 	}
 	s.Writes.validate(&p)
 	s.TLS.validate(&p)
+	for i, a := range s.SignatureHosts {
+		key := indexKey("signature_hosts", i)
+		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {
+			p.invalid(key, "must name a host and a non-zero port (got %q)", a)
+		}
+	}
 	for i, a := range s.Connect.Allow {
 		key := indexKey("connect.allow", i)
 		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {

@@ -106,6 +106,9 @@ type Config struct {
 	TLSOriginate []TLSOrigin
 	// ConnectAllow lists the host:port targets CONNECT may tunnel to.
 	ConnectAllow []string
+	// SignatureHosts lists the host:port targets that receive
+	// X-Fencing-Signature; nil means every target (signhosts.go).
+	SignatureHosts []string
 	// Intercept configures TLS interception of CONNECT tunnels.
 	Intercept Intercept
 	// WritePresets names built-in rule sets (see Presets) that classify

@@ -24,6 +24,10 @@ func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	hp := net.JoinHostPort(host, port)
+	if e := p.refuseSelfTarget(host, port); e != nil {
+		p.refuse(ctx, e)
+		return
+	}
 	if p.fencedTunnel(host, port, hp) {
 		p.openFencedTunnel(ctx, host, port)
 		return

@@ -75,7 +75,13 @@ func (c *control) handler(only ...string) fasthttp.RequestHandler {
 			}
 		}
 	}
+	// The full API acts with the lease, so controlGuard stands before it;
+	// the metrics address serves read-only routes to scrapers off-pod.
+	guarded := len(only) == 0
 	return func(ctx *fasthttp.RequestCtx) {
+		if guarded && !controlGuard(ctx) {
+			return
+		}
 		path := string(ctx.Path())
 		r, ok := routes[path]
 		switch {

@@ -21,6 +21,9 @@ func ctl(t *testing.T, s *Sidecar, method, path, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://"+s.ControlAddr()+path, strings.NewReader(body))
 	require.NoError(t, err)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)

@@ -39,6 +39,10 @@ type pipeline struct {
 	ca           *mitm.CA         // the interception CA; nil unless Config.Intercept.Hosts is set
 	tunnelSrv    *fasthttp.Server // serves the inside of fenced tunnels
 	fenced       connSet          // fenced tunnels' worker sides, closed by Shutdown
+	// ownPorts are the sidecar's bound ports (proxy, control, metrics),
+	// which refuseSelfTarget refuses. Start sets them before it serves,
+	// and they never change after.
+	ownPorts []string
 }
 
 // exchange is one proxied request and its response. It owns the upstream
@@ -140,6 +144,9 @@ func (x *exchange) decide() *errReply {
 	if e != nil {
 		return e
 	}
+	if e := x.p.refuseSelfTarget(splitHostPortOrEmpty(tgt.hostPort)); e != nil {
+		return e
+	}
 	x.tgt = tgt
 	task, err := selectedTask(&x.scan)
 	if err == nil && x.in.task != "" {
@@ -223,6 +230,7 @@ func (x *exchange) stamp() *errReply {
 	}
 	x.lease = l
 	stampHeaders(&req.Header, l, x.p.cfg.WorkerID)
+	x.p.limitSignature(&req.Header, x.tgt.hostPort)
 	if x.write {
 		key, origin, ok, err := x.p.idempotencyKey(&x.scan, l)
 		if err != nil {

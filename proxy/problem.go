@@ -32,6 +32,12 @@ const (
 	// CodeWriteAlreadyPerformed: a previous owner already performed this
 	// write (same Idempotency-Key) with a different payload.
 	CodeWriteAlreadyPerformed = "write-already-performed"
+	// CodeSelfTarget: a proxied request aimed at the lease cluster or at
+	// one of the sidecar's own ports (refuseSelfTarget).
+	CodeSelfTarget = "target-forbidden"
+	// CodeControlRefused: a control request refused before routing: not
+	// JSON, a Host that is not loopback, or a foreign Origin (controlGuard).
+	CodeControlRefused = "control-refused"
 )
 
 // HeaderShouldRetry is the response header SDKs read before retrying;

@@ -164,6 +164,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		// Read-only operational routes: nothing there can change a lease.
 		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.handler(PathMetrics, PathHealth, PathReady), 0))
 	}
+	for _, ln := range lns {
+		if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+			s.pipe.ownPorts = append(s.pipe.ownPorts, port)
+		}
+	}
 	s.life = lifeStarted
 	lns[0] = lingerListener{lns[0]} // a refused request's reply is read before the close
 	for i, ln := range lns {

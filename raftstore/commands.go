@@ -66,6 +66,9 @@ func (c *Commands) CreateTask(req api.CreateTaskRequest) (*lease.Command, error)
 	if err := c.checkTaskID(req.TaskID); err != nil {
 		return nil, err
 	}
+	if err := checkPriority(req.Priority); err != nil {
+		return nil, err
+	}
 	name, p, err := c.profile(req.Profile)
 	if err != nil {
 		return nil, err
@@ -88,6 +91,9 @@ func (c *Commands) Acquire(taskID string, req api.AcquireRequest) (*lease.Comman
 	}
 	cmd := &lease.Command{Op: lease.OpAcquire, TaskID: taskID, SessionID: req.SessionID}
 	if req.Create {
+		if err := checkPriority(req.Priority); err != nil {
+			return nil, err
+		}
 		name, p, err := c.profile(req.Profile)
 		if err != nil {
 			return nil, err
@@ -108,6 +114,9 @@ func (c *Commands) Claim(req api.ClaimRequest) (*lease.Command, error) {
 // Checkpoint records progress under the caller's epoch.
 func (c *Commands) Checkpoint(taskID string, req api.CheckpointRequest) (*lease.Command, error) {
 	if err := c.holderArgs(taskID, req.SessionID, req.Epoch); err != nil {
+		return nil, err
+	}
+	if err := lease.CheckCheckpointSeq(req.Seq); err != nil {
 		return nil, err
 	}
 	if err := checkText("step", req.Step, maxStepBytes); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,13 @@ const (
 	DefaultMaxTTL = 10 * time.Minute
 	// DefaultCheckpointMaxBytes bounds checkpoint data.
 	DefaultCheckpointMaxBytes = 1 << 20
+	// DefaultQuotaSessions, DefaultQuotaTasks and DefaultQuotaBytes are
+	// the per-identity quotas of Config.Quota: generous for one sidecar
+	// (a worker needs one session), small enough that one credential
+	// cannot fill the cluster's memory.
+	DefaultQuotaSessions = 64
+	DefaultQuotaTasks    = 100_000
+	DefaultQuotaBytes    = 1 << 30
 	// DefaultMaxTaskIDBytes bounds task ids.
 	DefaultMaxTaskIDBytes = 256
 	// DefaultMaxPayloadBytes bounds payloads, results and journaled bodies.
@@ -142,6 +150,11 @@ type Config struct {
 	CheckpointMaxBytes int
 	MaxTaskIDBytes     int
 	MaxPayloadBytes    int
+	// Quota bounds what one identity holds (sessions, tasks, payload
+	// bytes); it applies to callers the API marks Limited (sidecars).
+	// The zero Quota takes the defaults; in a set Quota a field <= 0 is
+	// unlimited (set it negative to keep it unlimited).
+	Quota lease.Quota
 	// MaxWait bounds a wait request's timeout.
 	MaxWait time.Duration
 
@@ -212,6 +225,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxTaskIDBytes == 0 {
 		c.MaxTaskIDBytes = DefaultMaxTaskIDBytes
+	}
+	if c.Quota == (lease.Quota{}) {
+		c.Quota = lease.Quota{Sessions: DefaultQuotaSessions, Tasks: DefaultQuotaTasks, Bytes: DefaultQuotaBytes}
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes

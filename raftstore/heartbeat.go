@@ -48,7 +48,9 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 	)
 	s.fsm.read(func(m *lease.Model) {
 		if ok = m.HasSession(sessionID); ok {
-			renewErr = s.lessor.renew(recv, sessionID)
+			if renewErr = checkSessionOwner(ctx, m, sessionID); renewErr == nil {
+				renewErr = s.lessor.renew(recv, sessionID)
+			}
 		}
 	})
 	if !ok {

@@ -38,6 +38,7 @@ func (s *Store) run(ctx context.Context, rid string, cmd *lease.Command) (lease.
 		return lease.Result{}, err
 	}
 	cmd.RequestID = rid
+	s.stampCaller(ctx, cmd)
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
 	if err := s.waitOffice(ctx); err != nil {

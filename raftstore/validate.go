@@ -37,9 +37,18 @@ func tooLarge(field string, n, limit int) error {
 	return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrTooLarge, field, n, limit)
 }
 
+// checkTaskID applies the model's task id rule (lease.CheckTaskID) with
+// the configured length bound.
 func (c *Commands) checkTaskID(id string) error {
-	if !validID(id, c.cfg.MaxTaskIDBytes) {
-		return invalid("taskId must be 1..%d bytes of UTF-8 without control characters", c.cfg.MaxTaskIDBytes)
+	if err := lease.CheckTaskID(id, c.cfg.MaxTaskIDBytes); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+func checkPriority(p int) error {
+	if err := lease.CheckPriority(p); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return nil
 }

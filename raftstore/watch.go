@@ -108,5 +108,10 @@ func (s *Store) WatchSession(ctx context.Context, sid string, since uint64, d ti
 	if d <= 0 || d > MaxWatchWait {
 		d = MaxWatchWait
 	}
+	var err error
+	s.fsm.read(func(m *lease.Model) { err = checkSessionOwner(ctx, m, sid) })
+	if err != nil {
+		return 0, err
+	}
 	return s.fsm.watch.wait(ctx, sid, since, d), nil
 }

@@ -71,6 +71,7 @@ expect_fail() {
 expect_fail "the sidecar's deadline check" go test -count=1 -tags fencepost_broken_nodeadline ./test/scenario/
 go build -tags fencepost_broken_nodeadline -o bin/fencepost-broken ./cmd/fencepost
 expect_fail "the sidecar's deadline check (demo)" ./bin/fencepost-broken demo
+expect_fail "authorization" go test -count=1 -tags fencepost_broken_authz -run 'TestAuthz' ./raftstore/httpapi/
 expect_fail "the sidecar's deadline check (nemesis)" env NEMESIS=1 NEMESIS_FAULTS=4 NEMESIS_OPS=1000 NEMESIS_KINDS=sidecar-pause,sidecar-worker-pause go test -count=1 -tags fencepost_broken_nodeadline -run 'TestNemesis$' ./test/nemesis/
 expect_fail "downstream fencing" go test -count=1 -tags fencepost_broken_fencing ./fence/ ./fence/sqlstore/ ./fence/refsvc/
 rm -f bin/fencepost-broken

@@ -104,6 +104,10 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		return err
 	}
 	defer func() { err = errors.Join(err, fencedTLS.Close()) }()
+	// Only the fenced service gets the token's signature, plain and over
+	// TLS, under both names a worker may call it by.
+	sccfg.SignatureHosts = []string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
+		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}
 	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
 	if err != nil {
 		return err

@@ -30,12 +30,12 @@ an append-only log of accepted writes with their epochs.
 Routes:
   POST /v1/tasks/{task}/writes   fenced write (any body)
   GET  /v1/tasks/{task}          max epoch and entries of a task
-  GET  /v1/log                   every accepted write
+  GET  /v1/log                   every accepted write (only with serve_log)
   GET  /healthz, /metrics
 
 Examples:
   fencepost fenced --addr 127.0.0.1:7490
-  fencepost fenced --keys-from http://127.0.0.1:7400 --require-signature
+  fencepost fenced --keys-from http://127.0.0.1:7400   # signatures required
 `
 
 func init() {
@@ -72,13 +72,23 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // startFenced builds and starts the reference service, fetching the
 // cluster's public keys first when keys_from is set.
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
-	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg}
+	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog}
 	if cfg.KeysFrom != "" {
-		keys, err := fetchKeys(ctx, cfg.KeysFrom, cfg.KeysCAFile, log, keysWait)
+		client, err := keysClient(cfg.KeysCAFile)
 		if err != nil {
 			return nil, startError(err)
 		}
-		rc.VerifyKeys, rc.AllowUnsigned = keys, !cfg.RequireSignature
+		initial, err := fetchKeys(ctx, client, cfg.KeysFrom, log, keysWait)
+		if err != nil {
+			return nil, startError(err)
+		}
+		url := keysURL(cfg.KeysFrom, client != nil)
+		keys := fence.NewRefreshingKeys(initial, func(ctx context.Context) (fence.StaticKeys, error) {
+			return fence.FetchKeys(ctx, client, url)
+		}, fence.DefaultKeyRefetchInterval, nil)
+		// Keys configured means signatures required, unless explicitly
+		// waived: an unsigned forged epoch would lock owners out.
+		rc.VerifyKeys, rc.AllowUnsigned = keys, cfg.AllowUnsigned
 	}
 	srv, err := refsvc.New(rc)
 	if err != nil {
@@ -87,8 +97,42 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 	if err := srv.Start(); err != nil {
 		return nil, startError(err)
 	}
-	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()), zap.Bool("signatures", rc.VerifyKeys != nil))
+	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()),
+		zap.Bool("signatures", rc.VerifyKeys != nil), zap.Bool("unsigned_accepted", rc.VerifyKeys == nil || rc.AllowUnsigned),
+		zap.Bool("log_served", rc.ServeLog))
+	if rc.VerifyKeys == nil {
+		log.Warn("no keys_from: unsigned tokens are accepted, so anyone who can reach this port can lock a task's owner out with a forged epoch")
+	}
 	return srv, nil
+}
+
+// keysClient is the HTTP client fenced fetches keys with: the default one
+// without keys_ca_file (plain HTTP, loopback only), or one that verifies the
+// cluster against the CA (keys_ca_file).
+func keysClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pool, err := pki.LoadPool(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("keys_ca_file: %w", err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}}
+	return &http.Client{Transport: tr}, nil
+}
+
+// keysURL is the key document's URL on a cluster endpoint; an endpoint
+// without a scheme is https when a CA verifies it (tls), http otherwise.
+func keysURL(endpoint string, tls bool) string {
+	url := endpoint
+	if !strings.Contains(url, "://") {
+		if tls {
+			url = "https://" + url
+		} else {
+			url = "http://" + url
+		}
+	}
+	return strings.TrimRight(url, "/") + api.PathKeys
 }
 
 // keysWait bounds how long fenced waits for keys_from at start: long enough
@@ -104,26 +148,9 @@ const keysAttemptTimeout = 5 * time.Second
 // log line per failed attempt for up to wait. Until it has them fenced does
 // not listen: a service that verifies signatures must not accept a write it
 // cannot check. After wait it fails with one line naming keys_from, the
-// attempts and the last cause. With caFile the keys come over HTTPS, the
-// cluster verified against it.
-func fetchKeys(ctx context.Context, endpoint, caFile string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
-	url := endpoint
-	var client *http.Client
-	if caFile != "" {
-		pool, err := pki.LoadPool(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("keys_ca_file: %w", err)
-		}
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}}}
-		defer client.CloseIdleConnections()
-		if !strings.Contains(url, "://") {
-			url = "https://" + url
-		}
-	}
-	if !strings.Contains(url, "://") {
-		url = "http://" + url
-	}
-	url = strings.TrimRight(url, "/") + api.PathKeys
+// attempts and the last cause. client is keysClient's.
+func fetchKeys(ctx context.Context, client *http.Client, endpoint string, log *zap.Logger, wait time.Duration) (fence.StaticKeys, error) {
+	url := keysURL(endpoint, client != nil)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	delay := 250 * time.Millisecond

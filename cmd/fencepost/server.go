@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/fencepost/fencepost/raftstore/node"
 )
@@ -101,6 +102,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 	nc.HTTP.Addr = cfg.HTTPAddr
 	nc.HTTP.Gatherer = reg
 	nc.HTTP.Pprof = cfg.Pprof
+	nc.HTTP.BodyReaders = cfg.BodyReaders
 	nc.Store = raftstore.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
@@ -122,10 +124,25 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 		MaxTTL:             cfg.Leases.MaxTTL.Std(),
 		CheckpointMaxBytes: cfg.Leases.CheckpointMaxBytes.Int(),
 		MaxTaskIDBytes:     cfg.Leases.MaxTaskIDBytes,
+		Quota:              quota(cfg.Leases.Quota),
 		SigningKey:         key,
 		TLS:                src,
 		Registerer:         reg,
 		Logger:             log,
 	}
 	return nc, nc.Store.Validate()
+}
+
+// quota maps the configured per-identity quota onto the store's: the
+// file's 0 (unlimited) is the store's negative, since the store gives a
+// zero Quota its defaults.
+func quota(q config.Quota) lease.Quota {
+	unlimited := func(v int64) int64 {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
+	return lease.Quota{Sessions: int(unlimited(int64(q.Sessions))), Tasks: int(unlimited(int64(q.Tasks))),
+		Bytes: unlimited(int64(q.Bytes))}
 }

@@ -124,6 +124,7 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		MarginFloor:       cfg.Heartbeat.MarginFloor.Std(),
 		ReadsWithoutLease: proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
 		ConnectAllow:      cfg.Connect.Allow,
+		SignatureHosts:    cfg.SignatureHosts,
 		MaxRequestBody:    cfg.Limits.MaxRequestBody.Int(),
 		MaxResponseBody:   int64(cfg.Limits.MaxResponseBody),
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes.Int(),

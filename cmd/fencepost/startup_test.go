@@ -79,7 +79,7 @@ func TestFencedUnreachableKeysFrom(t *testing.T) {
 
 	core, logs := observer.New(zap.InfoLevel)
 	start := time.Now()
-	_, err := fetchKeys(t.Context(), dead, "", zap.New(core), 1500*time.Millisecond)
+	_, err := fetchKeys(t.Context(), nil, dead, zap.New(core), 1500*time.Millisecond)
 	require.Error(t, err)
 	require.Equal(t, exitRuntime, exitCode(startError(err)))
 	msg := err.Error()
@@ -130,7 +130,7 @@ func TestFencedKeysArriveLate(t *testing.T) {
 		_ = srv.ListenAndServe()
 	}()
 	core, logs := observer.New(zap.InfoLevel)
-	keys, err := fetchKeys(t.Context(), addr, "", zap.New(core), 20*time.Second)
+	keys, err := fetchKeys(t.Context(), nil, addr, zap.New(core), 20*time.Second)
 	require.NoError(t, err, "%v", logs.All())
 	require.NotEmpty(t, keys)
 	require.NotEmpty(t, logs.FilterMessage("signing keys fetched").All())

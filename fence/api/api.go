@@ -51,6 +51,11 @@ const (
 // without the linearizable ReadIndex round.
 const QueryStale = "stale"
 
+// QueryBodies, set to "true" on GET PathTasks or PathTask, includes the
+// bodies a read leaves out by default (payload, checkpoint data, signal,
+// result, journaled response bodies); it needs the read.bodies permission.
+const QueryBodies = "bodies"
+
 // OpenSessionRequest opens a session for a worker. SessionID is optional;
 // when given, re-opening it is idempotent.
 type OpenSessionRequest struct {

@@ -55,6 +55,14 @@ type Command struct {
 	SessionID string `json:"session,omitempty"`
 	WorkerID  string `json:"worker,omitempty"`
 	LeaseID   string `json:"lease,omitempty"`
+	// Owner is the identity of the API caller the command comes from
+	// ("role/name"); empty for the leader's own proposals. Session-scoped
+	// commands are refused unless it owns the session (owner.go).
+	Owner string `json:"owner,omitempty"`
+	// Quota is the caller's quota, stamped by the leader from its
+	// configuration on commands that open sessions or create tasks.
+	Quota *Quota `json:"quota,omitempty"`
+
 	// Epoch is the epoch the proposer expects to be current; a command whose
 	// epoch is not current is a no-op that returns ErrStaleEpoch.
 	Epoch uint64 `json:"epoch,omitempty"`

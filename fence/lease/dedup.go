@@ -34,6 +34,9 @@ type dedupRec struct {
 	epoch  uint64
 	at     time.Time
 	code   errCodeID
+	// fp is the command's fingerprint (0 when restored from a snapshot
+	// that predates fingerprints: then any command may replay it).
+	fp uint64
 }
 
 // dedupEntry and dedupRef are a record as the snapshot carries it (the
@@ -46,6 +49,7 @@ type dedupEntry struct {
 	Epoch  uint64    `json:"e,omitempty"`
 	Key    string    `json:"k,omitempty"`
 	At     time.Time `json:"at"`
+	FP     uint64    `json:"f,omitempty"`
 }
 
 type dedupRef struct {
@@ -99,5 +103,5 @@ func (d *dedupLog) prune(now time.Time, shared bool) {
 func (d *dedupLog) len() int { return len(d.recs) }
 
 func (r *dedupRec) entry() dedupEntry {
-	return dedupEntry{Index: r.index, Code: r.code.String(), TaskID: r.taskID, Epoch: r.epoch, Key: r.key, At: r.at}
+	return dedupEntry{Index: r.index, Code: r.code.String(), TaskID: r.taskID, Epoch: r.epoch, Key: r.key, At: r.at, FP: r.fp}
 }

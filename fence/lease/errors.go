@@ -49,6 +49,16 @@ var (
 	ErrInDoubt = errors.New("effect in doubt")
 	// ErrJournalFull reports a task whose journal reached its size bound.
 	ErrJournalFull = errors.New("effect journal full")
+	// ErrRequestReused reports a request id already used for a different
+	// command: replaying the first command's answer would claim this one
+	// was applied.
+	ErrRequestReused = errors.New("request id already used for a different command")
+	// ErrNotOwner reports a command on a session (or a lease held through
+	// one) made by an identity other than the one that opened the session.
+	ErrNotOwner = errors.New("session belongs to another identity")
+	// ErrQuota reports a command that would take an identity past one of
+	// its quotas (sessions, tasks, stored bytes).
+	ErrQuota = errors.New("quota exceeded")
 	// ErrPayloadMismatch reports an intent whose key the journal already
 	// holds with another body digest: the write was performed (or is in
 	// flight) with a different payload, so it is neither replayed nor
@@ -102,6 +112,12 @@ var errorTable = [...]ErrorInfo{
 	// so 409 rather than 507 (which generic clients read as a server fault).
 	{ErrJournalFull, "journal_full", http.StatusConflict},
 	{ErrPayloadMismatch, "payload_mismatch", http.StatusUnprocessableEntity},
+	// A different command under a used request id is well-formed but
+	// cannot be processed: 422, as Idempotency-Key reuse is downstream.
+	{ErrRequestReused, "request_id_reused", http.StatusUnprocessableEntity},
+	// Refusals of the caller's identity: 403.
+	{ErrNotOwner, "not_owner", http.StatusForbidden},
+	{ErrQuota, "quota_exceeded", http.StatusTooManyRequests},
 }
 
 // Errors returns every model error with its code and status, in table

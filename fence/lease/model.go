@@ -16,6 +16,8 @@ type Model struct {
 	// derived from tasks, rebuilt on restore.
 	held  map[string]map[string]struct{}
 	queue claimQueue
+	// owned maps an identity to what it holds (quotas); derived.
+	owned map[string]*usage
 
 	dedup dedupLog
 	// lastIndex is the raft index of the last applied command.
@@ -34,6 +36,7 @@ func New() *Model {
 		tasks:    map[string]*Task{},
 		sessions: map[string]*Session{},
 		held:     map[string]map[string]struct{}{},
+		owned:    map[string]*usage{},
 		dedup:    newDedupLog(),
 	}
 }
@@ -47,14 +50,21 @@ func (m *Model) Apply(index uint64, cmd *Command) Result {
 		m.lastIndex = index
 	}
 	m.dedup.prune(cmd.Time, m.views.Load() > 0)
+	var fp uint64
 	if cmd.RequestID != "" {
+		fp = cmd.fingerprint()
 		if d, ok := m.dedup.get(cmd.RequestID); ok {
+			if d.fp != 0 && d.fp != fp {
+				// The id names another command: answering with that
+				// command's result would claim this one was applied.
+				return Result{Err: ErrRequestReused}
+			}
 			return m.replay(d)
 		}
 	}
-	res := m.apply(index, cmd)
+	res := m.applyOwned(index, cmd)
 	if cmd.RequestID != "" {
-		d := dedupRec{id: cmd.RequestID, index: index, code: codeOf(res.Err), at: cmd.Time}
+		d := dedupRec{id: cmd.RequestID, index: index, code: codeOf(res.Err), at: cmd.Time, fp: fp}
 		if res.Task != nil {
 			d.taskID = res.Task.ID // shares the model's copy of the id
 		}
@@ -92,6 +102,15 @@ func (m *Model) task(id string) (*Task, bool) {
 		return nil, false
 	}
 	return m.writable(t), true
+}
+
+// applyOwned applies c once its sender is allowed to act on the session
+// it names.
+func (m *Model) applyOwned(index uint64, c *Command) Result {
+	if err := m.checkOwner(c); err != nil {
+		return Result{Err: err}
+	}
+	return m.apply(index, c)
 }
 
 func (m *Model) apply(index uint64, c *Command) Result {

@@ -77,3 +77,12 @@ func (m *Model) IntentsUntil(task string, epoch uint64) (until time.Time, ok boo
 	}
 	return until, ok
 }
+
+// SessionOwner returns the identity that opened session id, if it is open.
+func (m *Model) SessionOwner(id string) (string, bool) {
+	s, ok := m.sessions[id]
+	if !ok {
+		return "", false
+	}
+	return s.Owner, true
+}

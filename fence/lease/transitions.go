@@ -7,12 +7,20 @@ func (m *Model) openSession(c *Command) Result {
 		return Result{Err: fmt.Errorf("%w: session and worker ids are required", ErrInvalid)}
 	}
 	if s, ok := m.sessions[c.SessionID]; ok {
+		if s.Owner != c.Owner {
+			return Result{Err: ErrNotOwner}
+		}
 		if s.WorkerID != c.WorkerID {
 			return Result{Err: fmt.Errorf("%w: session id in use by another worker", ErrInvalid)}
 		}
 		return Result{}
 	}
-	m.sessions[c.SessionID] = &Session{ID: c.SessionID, WorkerID: c.WorkerID, CreatedAt: c.Time}
+	if err := m.admitSession(c); err != nil {
+		return Result{Err: err}
+	}
+	s := &Session{ID: c.SessionID, WorkerID: c.WorkerID, Owner: c.Owner, CreatedAt: c.Time}
+	m.sessions[c.SessionID] = s
+	m.countSession(s, 1)
 	return Result{}
 }
 
@@ -42,6 +50,7 @@ func (m *Model) closeSession(c *Command) Result {
 	if len(m.held[c.SessionID]) == 0 {
 		delete(m.held, c.SessionID)
 	}
+	m.countSession(m.sessions[c.SessionID], -1)
 	delete(m.sessions, c.SessionID)
 	return res
 }
@@ -53,6 +62,9 @@ func (m *Model) createTask(c *Command) Result {
 	if t, ok := m.tasks[c.TaskID]; ok {
 		return Result{Err: ErrTaskExists, Task: t.clone()}
 	}
+	if err := m.admitTask(c); err != nil {
+		return Result{Err: err}
+	}
 	t := m.newTask(c)
 	return Result{Task: t.clone()}
 }
@@ -61,9 +73,10 @@ func (m *Model) newTask(c *Command) *Task {
 	t := &Task{
 		ID: c.TaskID, Profile: c.Profile, TTL: c.TTL, Heartbeat: c.Heartbeat,
 		Priority: c.Priority, Payload: c.Payload, State: TaskPending,
-		CreatedAt: c.Time, UpdatedAt: c.Time, ClaimableAt: c.Time, gen: m.gen,
+		CreatedAt: c.Time, UpdatedAt: c.Time, ClaimableAt: c.Time, Owner: c.Owner, gen: m.gen,
 	}
 	m.tasks[t.ID] = t
+	m.countTask(t, 1)
 	m.queue.push(t)
 	return t
 }
@@ -80,6 +93,9 @@ func (m *Model) acquire(index uint64, c *Command) Result {
 	if !ok {
 		if !c.Create || c.TTL <= 0 {
 			return Result{Err: ErrTaskNotFound}
+		}
+		if err := m.admitTask(c); err != nil {
+			return Result{Err: err}
 		}
 		t = m.newTask(c)
 	}
@@ -177,9 +193,15 @@ func (m *Model) checkpoint(c *Command) Result {
 		prev = t.Checkpoint.Seq
 	}
 	if seq == 0 {
+		// Never wrap: at the ceiling there is no next seq.
+		if prev >= MaxCheckpointSeq {
+			return Result{Err: fmt.Errorf("%w: seq reached its ceiling %d", ErrCheckpointSeq, uint64(MaxCheckpointSeq)), Task: t.clone()}
+		}
 		seq = prev + 1
 	} else if seq <= prev {
 		return Result{Err: fmt.Errorf("%w: have %d, got %d", ErrCheckpointSeq, prev, seq), Task: t.clone()}
+	} else if err := CheckCheckpointSeq(seq); err != nil {
+		return Result{Err: err, Task: t.clone()}
 	}
 	t.Checkpoint = &Checkpoint{Seq: seq, Step: c.Step, Data: c.Data, Epoch: l.Epoch, At: c.Time}
 	t.UpdatedAt = c.Time
@@ -302,6 +324,7 @@ func (m *Model) deleteTask(c *Command) Result {
 		return Result{Err: fmt.Errorf("%w: only completed, failed or cancelled tasks can be deleted", ErrInvalid), Task: t.clone()}
 	}
 	delete(m.tasks, t.ID)
+	m.countTask(t, -1)
 	return Result{Task: t.clone()}
 }
 

@@ -1082,6 +1082,7 @@ func TestErrorCodes(t *testing.T) {
 		ErrStaleEpoch: "stale_epoch", ErrNotHolder: "not_holder", ErrLeaseNotActive: "lease_not_active",
 		ErrCheckpointSeq: "checkpoint_seq", ErrNotWaiting: "not_waiting", ErrIntentsInFlight: "intents_in_flight",
 		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full", ErrPayloadMismatch: "payload_mismatch",
+		ErrRequestReused: "request_id_reused", ErrNotOwner: "not_owner", ErrQuota: "quota_exceeded",
 	}
 	require.Len(t, errorTable, len(stable)+1)
 	require.Len(t, Errors(), len(stable))
@@ -1101,7 +1102,9 @@ func TestErrorCodes(t *testing.T) {
 		404: {ErrTaskNotFound, ErrSessionNotFound, ErrNoTask},
 		409: {ErrTaskExists, ErrLeaseHeld, ErrTaskWaiting, ErrTaskFinal, ErrNotClaimable, ErrStaleEpoch,
 			ErrNotHolder, ErrLeaseNotActive, ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull},
-		422: {ErrPayloadMismatch},
+		403: {ErrNotOwner},
+		422: {ErrPayloadMismatch, ErrRequestReused},
+		429: {ErrQuota},
 	}
 	n := 0
 	for status, errs := range statuses {

@@ -127,6 +127,9 @@ type Task struct {
 	Result       []byte        `json:"result,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
 	Journal      []*Effect     `json:"journal,omitempty"`
+	// Owner is the identity that created the task (its quotas are
+	// charged); empty for tasks created before identities existed.
+	Owner string `json:"owner,omitempty"`
 
 	// q is the task's slot in the claim queue, nil when not queued; derived.
 	q *qslot
@@ -139,8 +142,11 @@ type Task struct {
 // Session is one sidecar's liveness handle. Heartbeats renew it (and every
 // lease held through it) in the leader's memory, not here.
 type Session struct {
-	ID        string    `json:"sessionId"`
-	WorkerID  string    `json:"workerId"`
+	ID       string `json:"sessionId"`
+	WorkerID string `json:"workerId"`
+	// Owner is the identity that opened the session; only it may act
+	// through the session. Empty for sessions opened before identities.
+	Owner     string    `json:"owner,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 }
 

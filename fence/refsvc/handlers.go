@@ -139,7 +139,7 @@ func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 			writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
 		case path == "/metrics" && get:
 			metricsHandler(rc)
-		case path == "/v1/log" && get:
+		case path == "/v1/log" && get && s.cfg.ServeLog:
 			writeJSON(rc, fasthttp.StatusOK, map[string]any{"entries": nonNil(s.Log())})
 		case strings.HasPrefix(path, tasksPrefix) && !strings.HasSuffix(path, writesSuffix) && get:
 			task := strings.TrimPrefix(path, tasksPrefix)
@@ -149,7 +149,7 @@ func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 				return
 			}
 			writeJSON(rc, fasthttp.StatusOK, ts)
-		case path == "/healthz" || path == "/metrics" || path == "/v1/log" || strings.HasPrefix(path, tasksPrefix):
+		case path == "/healthz" || path == "/metrics" || path == "/v1/log" && s.cfg.ServeLog || strings.HasPrefix(path, tasksPrefix):
 			rc.Response.Header.Set("Allow", "GET, HEAD")
 			writeJSON(rc, fasthttp.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 		default:

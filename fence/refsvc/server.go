@@ -10,7 +10,7 @@
 //
 //	POST /v1/tasks/{task}/writes  fenced; body = any bytes; appends an Entry, 201 + the Entry as JSON
 //	GET  /v1/tasks/{task}         TaskState: max epochs and the task's entries
-//	GET  /v1/log                  every Entry in append order
+//	GET  /v1/log                  every Entry in append order (Config.ServeLog)
 //	GET  /healthz                 200 {"status":"ok"}
 //	GET  /metrics                 Prometheus
 //
@@ -70,6 +70,9 @@ type Config struct {
 	MaxLogEntries int
 	// MaxBodyBytes bounds a write's body (default fence.DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// ServeLog serves GET /v1/log. Off by default: the log names every
+	// task, holder and body digest the service accepted.
+	ServeLog bool
 }
 
 // Validate checks the configuration.

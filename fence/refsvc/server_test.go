@@ -89,7 +89,7 @@ func problemType(t *testing.T, b []byte) string {
 }
 
 func TestReferenceService(t *testing.T) {
-	fx := start(t, Config{})
+	fx := start(t, Config{ServeLog: true})
 	resp, b := fx.get(t, "/healthz")
 	require.Equal(t, 200, resp.StatusCode)
 	require.JSONEq(t, `{"status":"ok"}`, string(b))

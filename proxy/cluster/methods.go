@@ -151,9 +151,15 @@ func (c *Client) Outcome(ctx context.Context, taskID, key string, req api.Outcom
 
 // Task reads one task; stale allows a read from the answering member's
 // replica without the linearizable round.
+// It asks for the task's bodies (payload, checkpoint data, ...), which
+// need the read.bodies permission; Tasks lists without them.
 func (c *Client) Task(ctx context.Context, taskID string, stale bool) (*lease.Task, error) {
 	var out lease.Task
-	if err := c.do(ctx, request{method: http.MethodGet, path: taskPath(api.PathTask, taskID) + staleQuery(stale),
+	q := "?" + api.QueryBodies + "=true"
+	if stale {
+		q += "&" + api.QueryStale + "=true"
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: taskPath(api.PathTask, taskID) + q,
 		out: &out}); err != nil {
 		return nil, err
 	}

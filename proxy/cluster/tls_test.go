@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/tls"
 	"testing"
 	"time"
 
@@ -28,12 +29,23 @@ func TestClientVerifiesTheClusterOverTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	good := newClient(t, func(cfg *cluster.Config) { cfg.TLS = kit.Client(pki.RoleSidecar, "w1") }, eps[c.Follower()])
-	st, err := good.Status(ctx)
+	reader := newClient(t, func(cfg *cluster.Config) { cfg.TLS = kit.Client(pki.RoleReader, "r1") }, eps[c.Follower()])
+	st, err := reader.Status(ctx)
 	require.NoError(t, err)
 	require.Len(t, st.Members, 3)
+	good := newClient(t, func(cfg *cluster.Config) { cfg.TLS = kit.Client(pki.RoleSidecar, "w1") }, eps[c.Follower()])
 	_, err = good.CreateTask(ctx, api.CreateTaskRequest{TaskID: "t1"})
 	require.NoError(t, err, "a mutation through a follower is forwarded over TLS")
+	_, err = good.Status(ctx)
+	require.ErrorContains(t, err, "403", "a sidecar's certificate does not read the cluster's status")
+
+	// The cluster's CA but no certificate of its own: verified server,
+	// anonymous caller, refused everything but the public routes.
+	anon := kit.Client(pki.RoleSidecar, "w1")
+	anon.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &tls.Certificate{}, nil }
+	nocert := newClient(t, func(cfg *cluster.Config) { cfg.TLS = anon; cfg.Retries = -1 }, eps[c.Follower()])
+	_, err = nocert.CreateTask(ctx, api.CreateTaskRequest{TaskID: "t2"})
+	require.ErrorContains(t, err, "401", "without a client certificate nothing is created")
 
 	stranger := newClient(t, func(cfg *cluster.Config) {
 		cfg.TLS = pkitest.New(t, "other").Client(pki.RoleSidecar, "w1")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,20 +21,25 @@ import (
 // journal key, request id). The store may enforce a smaller bound of its own.
 const MaxIDBytes = 256
 
-// maxListLimit bounds ?limit= on GET /v1/tasks.
-const maxListLimit = 10_000
+// maxListLimit bounds ?limit= on GET /v1/tasks (Config.MaxListBytes
+// bounds the page's size as well).
+const maxListLimit = 1000
 
 // decodeBody strictly decodes a JSON object into v. An empty body decodes as
 // {}, so bodiless POSTs (cancel, signal, heartbeat) work from curl. It
 // refuses invalid UTF-8 (encoding/json would silently turn it into U+FFFD
 // and the stored id would not be the one the client sent), unknown fields,
-// and anything after the object.
+// anything after the object, repeated keys and keys that match a field only
+// case-insensitively (decode_keys.go).
 func decodeBody(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
 	if !utf8.Valid(body) {
 		return fmt.Errorf("%w: body is not valid UTF-8", ErrBadRequest)
+	}
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -32,15 +32,20 @@ type hbParser struct {
 	i int
 }
 
-func (p *hbParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
+func (p *hbParser) ws() { p.i = skipWS(p.b, p.i) }
+
+// skipWS returns the index of the first byte at or after i in b that is
+// not JSON whitespace.
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			p.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 // lit consumes c after optional whitespace.

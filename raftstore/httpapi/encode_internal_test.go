@@ -107,7 +107,9 @@ func TestParseHeartbeatLeavesTheRestToDecodeBody(t *testing.T) {
 // too, with the same result.
 func FuzzDecodeHeartbeat(f *testing.F) {
 	for _, s := range []string{`{}`, `{"leases":null}`, `{"leases":[{"taskId":"a","epoch":1},{"epoch":2,"taskId":"b"}]}`,
-		` {"leases" :[ {"taskId":"ü","epoch":18446744073709551615} ] } `, `{"leases":[{"epoch":01}]}`, `{"leases":[{}]}`} {
+		` {"leases" :[ {"taskId":"ü","epoch":18446744073709551615} ] } `, `{"leases":[{"epoch":01}]}`, `{"leases":[{}]}`,
+		`{"leases":[{"taskId":"a","taskId":"b","epoch":1}]}`, `{"leases":[],"leases":[]}`, `{"Leases":[]}`,
+		`{"leases":[{"TaskId":"a","epoch":1}]}`, `{"leases":[{"taskId":"a","epoch":1,"epoch":2}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -27,6 +27,12 @@ var (
 	// ErrForwardFailed reports that the leader could not be reached; the
 	// request was not sent, so it is safe to retry.
 	ErrForwardFailed = errors.New("leader unreachable")
+	// ErrUnauthenticated reports a caller without a verified client
+	// certificate naming a fencepost identity (API served with TLS).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden reports a caller whose role lacks the route's
+	// permission; the problem's detail names the permission.
+	ErrForbidden = errors.New("forbidden")
 	// ErrForwardBroken reports a forward that failed after the request may
 	// have reached the leader; retry with the same request id.
 	ErrForwardBroken = errors.New("forward to leader failed mid-request, outcome unknown")

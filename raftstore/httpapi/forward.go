@@ -72,7 +72,7 @@ const maxForwardAttempts = 3
 // It returns an error (to become a problem) only when it could not relay an
 // answer: no leader known, a loop, the leader unreachable, or the forward
 // broken mid-request.
-func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
+func (s *Server) forward(rc *fasthttp.RequestCtx, rid string, who principal) error {
 	if by := rc.Request.Header.Peek(HeaderForwardedBy); len(by) > 0 {
 		s.metrics.forwards.WithLabelValues("loop").Inc()
 		return fmt.Errorf("%w (forwarded by %s)", ErrForwardLoop, by)
@@ -96,6 +96,11 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string) error {
 	}
 	req.Header.Set(api.HeaderRequestID, rid)
 	req.Header.Set(HeaderForwardedBy, s.Addr())
+	if !who.dev {
+		// The leader believes this only because our own certificate is a
+		// member's (PermForward).
+		req.Header.Set(HeaderCaller, who.id.String())
+	}
 	req.SetBody(rc.PostBody())
 
 	start := time.Now()

@@ -26,9 +26,9 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	require.Equal(t, []string{"rid-fwd"}, leaderStore.CallsOf("OpenSession"), "the leader sees the client's request id")
 
 	// Escaped ids survive the hop, and problems are relayed as they are.
-	r = do(t, "POST", base+path(api.PathAcquire, "{id}", "a/b"), []byte(`{"sessionId":"s1","create":true}`))
+	r = do(t, "POST", base+path(api.PathAcquire, "{id}", "a:b"), []byte(`{"sessionId":"s1","create":true}`))
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-	r = do(t, "GET", base+path(api.PathTask, "{id}", "a/b"), nil)
+	r = do(t, "GET", base+path(api.PathTask, "{id}", "a:b"), nil)
 	require.Equal(t, http.StatusOK, r.status, "linearizable reads are forwarded too")
 	r = do(t, "POST", base+api.PathClaim, []byte(`{"sessionId":"s1"}`))
 	require.Equal(t, "no_task", r.problem(t).Code)
@@ -40,7 +40,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	require.Equal(t, r.header[api.HeaderRequestID], ids[len(ids)-1])
 
 	// A stale read is served by the follower itself.
-	r = do(t, "GET", base+path(api.PathTask, "{id}", "a/b")+"?stale=true", nil)
+	r = do(t, "GET", base+path(api.PathTask, "{id}", "a:b")+"?stale=true", nil)
 	require.Equal(t, "task_not_found", r.problem(t).Code, "the follower double holds no tasks")
 }
 

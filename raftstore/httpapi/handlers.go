@@ -78,11 +78,23 @@ func (s *Server) listTasks(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	bodies, err := wantBodies(c)
+	if err != nil {
+		return 0, nil, err
+	}
 	list, err := s.store.Tasks(c.ctx, f, stale)
+	if err != nil {
+		return 0, nil, err
+	}
 	if list.Tasks == nil {
 		list.Tasks = []*lease.Task{} // "tasks": [] rather than null
 	}
-	return http.StatusOK, list, err
+	if !bodies {
+		for _, t := range list.Tasks {
+			withoutBodies(t)
+		}
+	}
+	return http.StatusOK, list, boundList(&list, s.cfg.MaxListBytes)
 }
 
 func (s *Server) getTask(c *call) (int, any, error) {
@@ -93,7 +105,14 @@ func (s *Server) getTask(c *call) (int, any, error) {
 	if err := requireIDs("task id", c.p.id); err != nil {
 		return 0, nil, err
 	}
+	bodies, err := wantBodies(c)
+	if err != nil {
+		return 0, nil, err
+	}
 	t, err := s.store.Task(c.ctx, c.p.id, stale)
+	if err == nil && !bodies {
+		withoutBodies(t)
+	}
 	return http.StatusOK, t, err
 }
 

@@ -25,6 +25,7 @@ type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	forwards *prometheus.CounterVec
+	denied   *prometheus.CounterVec
 	handler  fasthttp.RequestHandler
 }
 
@@ -45,7 +46,8 @@ func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {
 			Help: "Requests a follower forwarded to the leader, by result (ok, unreachable, broken, no_leader, loop).",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.forwards)
+	m.denied = newDeniedCounter()
+	m.reg.MustRegister(m.requests, m.duration, m.forwards, m.denied)
 	// Known results start at 0 so alerts see the first forward failure.
 	for _, r := range []string{"ok", "loop", "no_leader", "unreachable", "broken"} {
 		m.forwards.WithLabelValues(r)

@@ -18,6 +18,15 @@ import (
 // (model errors, via lease.Errors).
 const CodeUnknownProfile = api.CodeUnknownProfile
 
+// CodeUnauthenticated and CodeForbidden are the problem codes of a caller
+// without a usable certificate and of a missing permission.
+const (
+	CodeUnauthenticated = "unauthenticated"
+	CodeForbidden       = "forbidden"
+	// CodeRateLimited: the caller's identity is over its request rate.
+	CodeRateLimited = "rate_limited"
+)
+
 // retryAfterSeconds is the Retry-After of every 503: an election with the
 // shipped timeouts takes well under a second.
 const retryAfterSeconds = 1
@@ -45,6 +54,9 @@ var problemTable = func() []problemMapping {
 		{ErrForwardLoop, http.StatusServiceUnavailable, api.CodeUnavailable},
 		{ErrForwardFailed, http.StatusServiceUnavailable, api.CodeUnavailable},
 		{ErrForwardBroken, http.StatusBadGateway, api.CodeUnknownOutcome},
+		{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
+		{ErrForbidden, http.StatusForbidden, CodeForbidden},
+		{ErrRateLimited, http.StatusTooManyRequests, CodeRateLimited},
 
 		{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
 		// ErrNotLeader only reaches this table when forwarding was impossible.
@@ -105,7 +117,7 @@ func writeProblem(rc *fasthttp.RequestCtx, p api.Problem) {
 		body = []byte(`{"code":"internal"}`)
 	}
 	rc.Response.Header.SetContentType(api.ProblemContentType)
-	if p.Status == http.StatusServiceUnavailable {
+	if p.Status == http.StatusServiceUnavailable || p.Code == CodeRateLimited {
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	rc.SetStatusCode(p.Status)

@@ -25,11 +25,11 @@ func TestRealFollowerForwarding(t *testing.T) {
 	var sess api.Session
 	r.decode(t, &sess)
 
-	r = do(t, "POST", base+path(api.PathAcquire, "{id}", "a/b"),
+	r = do(t, "POST", base+path(api.PathAcquire, "{id}", "a:b"),
 		mustJSON(t, api.AcquireRequest{SessionID: sess.SessionID, Create: true}))
 	var g api.Grant
 	r.decode(t, &g)
-	require.Equal(t, "a/b", g.Lease.TaskID)
+	require.Equal(t, "a:b", g.Lease.TaskID)
 
 	r = do(t, "POST", base+path(api.PathHeartbeat, "{sid}", sess.SessionID), nil)
 	var hb api.HeartbeatResponse
@@ -37,18 +37,18 @@ func TestRealFollowerForwarding(t *testing.T) {
 	require.Positive(t, hb.ValidForMs)
 
 	// The leader holds what the follower was asked to do.
-	task, err := leader.Store.Task(t.Context(), "a/b", false)
+	task, err := leader.Store.Task(t.Context(), "a:b", false)
 	require.NoError(t, err)
 	require.Equal(t, g.Lease.Epoch, task.Lease.Epoch)
 
 	// Model errors travel back unchanged.
-	r = do(t, "POST", base+path(api.PathCheckpoint, "{id}", "a/b"),
+	r = do(t, "POST", base+path(api.PathCheckpoint, "{id}", "a:b"),
 		mustJSON(t, api.CheckpointRequest{SessionID: sess.SessionID, Epoch: g.Lease.Epoch + 1, Seq: 1}))
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, lease.ErrorCode(lease.ErrStaleEpoch), r.problem(t).Code)
 
 	// A linearizable read through the follower sees the write at once.
-	r = do(t, "GET", base+path(api.PathTask, "{id}", "a/b"), nil)
+	r = do(t, "GET", base+path(api.PathTask, "{id}", "a:b"), nil)
 	r.decode(t, &task)
 	require.Equal(t, lease.TaskLeased, task.State)
 

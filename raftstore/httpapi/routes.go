@@ -20,6 +20,8 @@ type rawHandler func(s *Server, rc *fasthttp.RequestCtx)
 
 // endpoint is one method of a route.
 type endpoint struct {
+	// perm is what a caller needs (authz.go); checked before the handler.
+	perm Permission
 	json jsonHandler
 	raw  rawHandler
 	// query lists the accepted query parameters; any other is a 400.
@@ -47,34 +49,35 @@ func buildRoutes() []*route {
 		path, method string
 		ep           endpoint
 	}{
-		{api.PathSessions, fasthttp.MethodPost, endpoint{json: (*Server).openSession}},
-		{api.PathSession, fasthttp.MethodDelete, endpoint{json: (*Server).closeSession}},
-		{api.PathHeartbeat, fasthttp.MethodPost, endpoint{json: (*Server).heartbeat}},
-		{api.PathWatch, fasthttp.MethodGet, endpoint{json: (*Server).watch,
+		{api.PathSessions, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).openSession}},
+		{api.PathSession, fasthttp.MethodDelete, endpoint{perm: PermSession, json: (*Server).closeSession}},
+		{api.PathHeartbeat, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).heartbeat}},
+		{api.PathWatch, fasthttp.MethodGet, endpoint{perm: PermSession, json: (*Server).watch,
 			query: []string{api.QueryWatchSince, api.QueryWatchTimeout}}},
-		{api.PathTasks, fasthttp.MethodPost, endpoint{json: (*Server).createTask}},
-		{api.PathTasks, fasthttp.MethodGet, endpoint{json: (*Server).listTasks,
-			query: []string{api.QueryStale, "state", "status", "after", "limit"}}},
-		{api.PathTask, fasthttp.MethodGet, endpoint{json: (*Server).getTask, query: stale}},
-		{api.PathTask, fasthttp.MethodDelete, endpoint{json: (*Server).deleteTask}},
-		{api.PathAcquire, fasthttp.MethodPost, endpoint{json: (*Server).acquire}},
-		{api.PathClaim, fasthttp.MethodPost, endpoint{json: (*Server).claim}},
-		{api.PathCheckpoint, fasthttp.MethodPost, endpoint{json: (*Server).checkpoint}},
-		{api.PathWait, fasthttp.MethodPost, endpoint{json: (*Server).wait}},
-		{api.PathSignal, fasthttp.MethodPost, endpoint{json: (*Server).signal}},
-		{api.PathRelease, fasthttp.MethodPost, endpoint{json: (*Server).release}},
-		{api.PathRevoke, fasthttp.MethodPost, endpoint{json: (*Server).revoke}},
-		{api.PathCancel, fasthttp.MethodPost, endpoint{json: (*Server).cancel}},
-		{api.PathIntent, fasthttp.MethodPost, endpoint{json: (*Server).intent}},
-		{api.PathOutcome, fasthttp.MethodPost, endpoint{json: (*Server).outcome}},
-		{api.PathLeases, fasthttp.MethodGet, endpoint{json: (*Server).leases, query: stale}},
-		{api.PathKeys, fasthttp.MethodGet, endpoint{json: (*Server).keys}},
-		{api.PathCluster, fasthttp.MethodGet, endpoint{json: (*Server).status}},
-		{api.PathClusterJoin, fasthttp.MethodPost, endpoint{json: (*Server).join}},
-		{api.PathClusterRemove, fasthttp.MethodPost, endpoint{json: (*Server).remove}},
-		{api.PathHealth, fasthttp.MethodGet, endpoint{raw: (*Server).health}},
-		{api.PathReady, fasthttp.MethodGet, endpoint{raw: (*Server).ready}},
-		{api.PathMetrics, fasthttp.MethodGet, endpoint{raw: (*Server).metricsHandler}},
+		{api.PathTasks, fasthttp.MethodPost, endpoint{perm: PermCreate, json: (*Server).createTask}},
+		{api.PathTasks, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).listTasks,
+			query: []string{api.QueryStale, api.QueryBodies, "state", "status", "after", "limit"}}},
+		{api.PathTask, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).getTask,
+			query: []string{api.QueryStale, api.QueryBodies}}},
+		{api.PathTask, fasthttp.MethodDelete, endpoint{perm: PermOperate, json: (*Server).deleteTask}},
+		{api.PathAcquire, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).acquire}},
+		{api.PathClaim, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).claim}},
+		{api.PathCheckpoint, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).checkpoint}},
+		{api.PathWait, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).wait}},
+		{api.PathSignal, fasthttp.MethodPost, endpoint{perm: PermOperate, json: (*Server).signal}},
+		{api.PathRelease, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).release}},
+		{api.PathRevoke, fasthttp.MethodPost, endpoint{perm: PermOperate, json: (*Server).revoke}},
+		{api.PathCancel, fasthttp.MethodPost, endpoint{perm: PermOperate, json: (*Server).cancel}},
+		{api.PathIntent, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).intent}},
+		{api.PathOutcome, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).outcome}},
+		{api.PathLeases, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).leases, query: stale}},
+		{api.PathKeys, fasthttp.MethodGet, endpoint{perm: PermPublic, json: (*Server).keys}},
+		{api.PathCluster, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).status}},
+		{api.PathClusterJoin, fasthttp.MethodPost, endpoint{perm: PermMembership, json: (*Server).join}},
+		{api.PathClusterRemove, fasthttp.MethodPost, endpoint{perm: PermMembership, json: (*Server).remove}},
+		{api.PathHealth, fasthttp.MethodGet, endpoint{perm: PermPublic, raw: (*Server).health}},
+		{api.PathReady, fasthttp.MethodGet, endpoint{perm: PermPublic, raw: (*Server).ready}},
+		{api.PathMetrics, fasthttp.MethodGet, endpoint{perm: PermPublic, raw: (*Server).metricsHandler}},
 	}
 	var routes []*route
 	byPath := map[string]*route{}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/pki"
+	"github.com/fencepost/fencepost/raftstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -52,6 +53,8 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// MaxBodyBytes bounds a request body; larger ones get 413.
 	MaxBodyBytes int
+	// MaxListBytes bounds one page of GET /v1/tasks (DefaultMaxListBytes).
+	MaxListBytes int
 	// ReadTimeout, WriteTimeout and IdleTimeout are the connection timeouts
 	// of the fasthttp server.
 	ReadTimeout  time.Duration
@@ -71,18 +74,37 @@ type Config struct {
 	// connection names a verified caller; probes without one still reach
 	// /healthz and /readyz. Forwards to the leader use TLS too, presenting
 	// this member's certificate. Nil is plain HTTP, for loopback
-	// development only (Start logs a warning).
+	// development only (Start logs a warning, New refuses any other
+	// address). With TLS every request is authorized by its caller's role
+	// (authz.go); without it every caller is DevIdentity.
 	TLS *pki.Source
 	// Pprof serves Go's profiler under /debug/pprof/ (CPU, heap,
 	// goroutines). Off by default: profiles expose internals and cost CPU.
 	Pprof bool
+
+	// BodyReaders names reader identities that may also read bodies
+	// (PermReadBodies): payloads, checkpoint data, signals, results.
+	BodyReaders []string
+	// RatePerIdentity and RateBurst bound each identity's requests per
+	// second (DefaultRatePerIdentity, DefaultRateBurst); 429 past them.
+	RatePerIdentity int
+	RateBurst       int
+	// AuditLogger receives the audit log (operator actions, membership
+	// changes, body reads and every denial); nil uses Logger named "audit".
+	AuditLogger *zap.Logger
 }
 
 func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	if c.AuditLogger == nil {
+		c.AuditLogger = c.Logger.Named("audit")
+	}
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&c.MaxListBytes, DefaultMaxListBytes)
+	setDefault(&c.RatePerIdentity, DefaultRatePerIdentity)
+	setDefault(&c.RateBurst, DefaultRateBurst)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
 	setDefault(&c.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
@@ -103,12 +125,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is required", ErrConfig)
-	case c.MaxBodyBytes < 0:
-		return fmt.Errorf("%w: MaxBodyBytes must not be negative", ErrConfig)
+	case c.MaxBodyBytes < 0, c.MaxListBytes < 0, c.RatePerIdentity < 0, c.RateBurst < 0:
+		return fmt.Errorf("%w: MaxBodyBytes, MaxListBytes, RatePerIdentity and RateBurst must not be negative", ErrConfig)
 	case c.ReadTimeout < 0, c.WriteTimeout < 0, c.IdleTimeout < 0:
 		return fmt.Errorf("%w: ReadTimeout, WriteTimeout and IdleTimeout must not be negative", ErrConfig)
 	case c.ForwardTimeout < 0, c.RequestTimeout < 0, c.ShutdownWait < 0:
 		return fmt.Errorf("%w: ForwardTimeout, RequestTimeout and ShutdownWait must not be negative", ErrConfig)
+	case c.TLS == nil && !isLoopbackAddr(c.Addr):
+		return fmt.Errorf("%w: Addr %s is not loopback: plain HTTP (no TLS, every caller trusted as %s) is for loopback development only", ErrConfig, c.Addr, DevIdentity)
 	}
 	return nil
 }
@@ -123,6 +147,10 @@ type Server struct {
 	fwd     *fasthttp.Client
 	metrics *httpMetrics
 	pprof   fasthttp.RequestHandler // nil unless Config.Pprof
+	// auditLog records operator actions and denials (authz.go).
+	auditLog    *zap.Logger
+	bodyReaders map[string]bool
+	limiter     *limiter
 
 	// readCtx parents the context of every read (GET, HEAD) and is
 	// cancelled when Close starts: a read, long polls included, can be
@@ -144,7 +172,12 @@ func New(cfg Config, store Store) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes()}
+	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes(),
+		auditLog: cfg.AuditLogger, bodyReaders: map[string]bool{},
+		limiter: newLimiter(cfg.RatePerIdentity, cfg.RateBurst, time.Now)}
+	for _, n := range cfg.BodyReaders {
+		s.bodyReaders[n] = true
+	}
 	if cfg.Pprof {
 		s.pprof = pprofHandler()
 	}
@@ -183,8 +216,8 @@ func (s *Server) Start() error {
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS.ServerConfig(pki.ClientAuth))
 	} else {
-		s.log.Warn("cluster API is PLAIN HTTP: callers are not authenticated and traffic is not encrypted; for loopback development only",
-			zap.String("addr", ln.Addr().String()))
+		s.log.Warn("cluster API is PLAIN HTTP: callers are not authenticated and traffic is not encrypted; every caller is the dev identity with every permission (loopback development only)",
+			zap.String("addr", ln.Addr().String()), zap.Stringer("identity", DevIdentity))
 	}
 	s.ln = ln
 	s.served = make(chan struct{})
@@ -235,6 +268,7 @@ func (s *Server) Close() error {
 // call is one API request as the handlers see it. Nothing in it may be
 // kept after the handler returns: rc and its buffers are reused by fasthttp.
 type call struct {
+	who   principal
 	ctx   context.Context
 	rc    *fasthttp.RequestCtx
 	rid   string
@@ -258,6 +292,16 @@ func (c *call) noBody() error {
 // serve is the fasthttp handler: route, call, answer, measure, log.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	if s.pprof != nil && bytes.HasPrefix(rc.Path(), pprofPrefix) {
+		// Profiles expose internals: operators only.
+		who, err := s.identify(rc)
+		if err == nil {
+			err = who.require(PermProfile)
+		}
+		if err != nil {
+			writeProblem(rc, problemFor(err, string(rc.Path())))
+			s.audit(who, PermProfile, rc, "pprof", "", err)
+			return
+		}
 		s.pprof(rc)
 		return
 	}
@@ -276,16 +320,31 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	if r != nil {
 		template = r.template
 	}
+	var (
+		who  principal
+		perm Permission
+	)
 	if err == nil {
 		ep, ok := r.methods[string(rc.Method())]
+		if ok {
+			// Authorization is decided here, once per request.
+			perm = ep.perm
+			if who, err = s.identify(rc); err == nil {
+				err = s.authorize(who, ep)
+			}
+			if err == nil {
+				err = s.limit(who)
+			}
+		}
 		switch {
+		case err != nil:
 		case !ok:
 			rc.Response.Header.Set("Allow", r.allow)
 			err = fmt.Errorf("%w: %s allows %s", ErrMethod, r.template, r.allow)
 		case ep.raw != nil:
 			ep.raw(s, rc)
 		default:
-			forwarded, err = s.serveJSON(rc, ep, rid, p)
+			forwarded, err = s.serveJSON(rc, ep, rid, p, who)
 		}
 	}
 	if err != nil {
@@ -295,13 +354,16 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		}
 		writeProblem(rc, p)
 	}
+	if perm != "" {
+		s.audit(who, perm, rc, template, rid, err)
+	}
 	s.observe(rc, template, rid, forwarded, start)
 }
 
 // serveJSON runs a JSON endpoint and writes its success answer; it returns
 // the error to turn into a problem, if any. A Store answer of ErrNotLeader
 // is forwarded to the leader instead (forwarded reports that).
-func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p params) (forwarded bool, err error) {
+func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p params, who principal) (forwarded bool, err error) {
 	q, err := queryArgs(rc.QueryArgs(), ep.query...)
 	if err != nil {
 		return false, err
@@ -312,10 +374,11 @@ func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p p
 	}
 	ctx, cancel := context.WithTimeout(parent, s.cfg.RequestTimeout)
 	defer cancel()
-	c := &call{ctx: ctx, rc: rc, rid: rid, p: p, query: q}
+	ctx = raftstore.WithCaller(ctx, who.caller())
+	c := &call{who: who, ctx: ctx, rc: rc, rid: rid, p: p, query: q}
 	status, body, err := ep.json(s, c)
 	if isNotLeader(err) {
-		return true, s.forward(rc, rid)
+		return true, s.forward(rc, rid, who)
 	}
 	if err != nil {
 		return false, err

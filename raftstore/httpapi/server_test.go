@@ -35,8 +35,8 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	r.decode(t, &sess)
 	require.Equal(t, "s1", sess.SessionID)
 
-	// A task id with a slash and a space travels path-escaped.
-	const id = "job/1 a"
+	// The safe alphabet's punctuation travels in the path as it is.
+	const id = "job:1@a.b_c"
 	r = do(t, "POST", base+api.PathTasks, mustJSON(t, api.CreateTaskRequest{TaskID: id, Priority: 3}))
 	require.Equal(t, http.StatusCreated, r.status)
 

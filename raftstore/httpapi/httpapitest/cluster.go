@@ -157,10 +157,17 @@ func (c *Cluster) closeAll() {
 
 func (c *Cluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
+	WaitFor(c.t, what, cond)
+}
+
+// WaitFor polls cond until it holds, failing t after the cluster wait
+// (15s, generous for elections on a loaded machine).
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(clusterWait)
 	for !cond() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

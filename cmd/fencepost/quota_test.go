@@ -1,0 +1,20 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/raftstore"
+)
+
+// TestQuotaDefaultsAgree: the server's configured quota defaults are the
+// store's own, and the file's 0 (unlimited) stays unlimited in the store.
+func TestQuotaDefaultsAgree(t *testing.T) {
+	q := config.DefaultServer().Leases.Quota
+	require.Equal(t, lease.Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
+		Bytes: raftstore.DefaultQuotaBytes}, quota(q))
+	require.Equal(t, lease.Quota{Sessions: -1, Tasks: 5, Bytes: -1}, quota(config.Quota{Tasks: 5}))
+}

@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/fence/pki"
+	"github.com/fencepost/fencepost/raftstore"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// Permission is what a route requires of its caller. Each route names
+// exactly one (routes.go); each role holds a fixed set (rolePerms).
+type Permission string
+
+// The permissions. A denial's problem names the one that was missing.
+const (
+	// PermPublic: anyone, with or without a certificate: the probes'
+	// /healthz and /readyz, /metrics (counts, no ids) and /v1/keys (public
+	// keys, which fenced services fetch).
+	PermPublic Permission = "public"
+	// PermSession: open sessions and act through them (heartbeat, watch,
+	// acquire, claim, checkpoint, wait, release, journal). The model
+	// refuses a session-scoped command from anyone but the session's
+	// owner, so a sidecar acts only through its own sessions.
+	PermSession Permission = "session"
+	// PermCreate: create tasks.
+	PermCreate Permission = "task.create"
+	// PermRead: list and get tasks, leases and the cluster's status,
+	// without payloads, checkpoint data, signals, results or journaled
+	// bodies.
+	PermRead Permission = "read"
+	// PermReadBodies: the bodies PermRead leaves out (?bodies=true).
+	PermReadBodies Permission = "read.bodies"
+	// PermOperate: revoke, cancel, signal and delete tasks.
+	PermOperate Permission = "operate"
+	// PermMembership: add and remove members.
+	PermMembership Permission = "membership"
+	// PermProfile: Go's profiler under /debug/pprof/ (Config.Pprof).
+	PermProfile Permission = "profile"
+	// PermForward: speak for another identity (a follower relaying a
+	// request to the leader, HeaderCaller).
+	PermForward Permission = "forward"
+)
+
+// rolePerms is the one table of what each role may do.
+var rolePerms = map[pki.Role][]Permission{
+	pki.RoleSidecar:  {PermSession, PermCreate},
+	pki.RoleOperator: {PermCreate, PermRead, PermReadBodies, PermOperate, PermMembership, PermProfile},
+	pki.RoleReader:   {PermRead},
+	pki.RoleMember:   {PermRead, PermMembership, PermForward},
+}
+
+// HeaderCaller carries, on a request a follower forwards to the leader, the
+// identity of the original caller ("role/name"). The leader believes it
+// only from a peer whose own certificate has PermForward (a member);
+// from anyone else it is refused.
+const HeaderCaller = "X-Fencepost-Caller"
+
+// DevIdentity is who every caller is when the API runs without TLS (only
+// allowed on loopback): one identity holding every permission, not bound
+// to sessions and without quotas. Startup logs say so at warn level.
+var DevIdentity = pki.Identity{Name: "dev", Role: "dev"}
+
+// principal is the caller of one request, decided once in serve.
+type principal struct {
+	id  pki.Identity
+	dev bool
+	// anon is a TLS caller without a client certificate: only PermPublic.
+	anon  bool
+	perms map[Permission]bool
+}
+
+func (p principal) has(perm Permission) bool {
+	return p.dev || perm == PermPublic || p.perms[perm]
+}
+
+// caller is what the store is told about p (raftstore.Caller): sidecars
+// own their sessions and are held to quotas; an operator, a reader or the
+// dev identity never acts through a session, so none is bound.
+func (p principal) caller() raftstore.Caller {
+	if p.dev || p.id.Role != pki.RoleSidecar {
+		return raftstore.Caller{}
+	}
+	return raftstore.Caller{Owner: p.id.String(), Limited: true}
+}
+
+func principalOf(id pki.Identity, bodyReaders map[string]bool) principal {
+	p := principal{id: id, perms: map[Permission]bool{}}
+	for _, perm := range rolePerms[id.Role] {
+		p.perms[perm] = true
+	}
+	if id.Role == pki.RoleReader && bodyReaders[id.Name] {
+		p.perms[PermReadBodies] = true
+	}
+	return p
+}
+
+// identify decides who sent rc: the verified client certificate's
+// identity, or, for a request a member forwarded, the identity it carries.
+// Without TLS every caller is DevIdentity.
+func (s *Server) identify(rc *fasthttp.RequestCtx) (principal, error) {
+	if s.cfg.TLS == nil || authzOff {
+		return principal{id: DevIdentity, dev: true}, nil
+	}
+	id, err := pki.IdentityFromState(rc.TLSConnectionState())
+	if errors.Is(err, pki.ErrNoCertificate) {
+		// The handshake asks for a certificate without requiring one
+		// (pki.ClientAuth), so probes reach the public routes.
+		return principal{id: pki.Identity{Name: "anonymous"}, anon: true}, nil
+	}
+	if err != nil {
+		return principal{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+	}
+	p := principalOf(id, s.bodyReaders)
+	fwd := rc.Request.Header.Peek(HeaderCaller)
+	if len(fwd) == 0 {
+		return p, nil
+	}
+	if !p.has(PermForward) {
+		return p, &denied{perm: PermForward, who: id}
+	}
+	role, name, ok := strings.Cut(string(fwd), "/")
+	orig := pki.Identity{Name: name, Role: pki.Role(role)}
+	if !ok || name == "" || !orig.Role.Valid() {
+		return p, fmt.Errorf("%w: %s %q is not role/name", ErrBadRequest, HeaderCaller, fwd)
+	}
+	return principalOf(orig, s.bodyReaders), nil
+}
+
+// denied is a 403: who lacked which permission.
+type denied struct {
+	perm Permission
+	who  pki.Identity
+}
+
+func (d *denied) Error() string {
+	return fmt.Sprintf("%s lacks permission %q", d.who, d.perm)
+}
+
+func (d *denied) Unwrap() error { return ErrForbidden }
+
+// authorize checks p against the permission ep requires.
+func (s *Server) authorize(p principal, ep endpoint) error {
+	return p.require(ep.perm)
+}
+
+// require refuses p without perm: 401 when p sent no certificate, else
+// 403 naming the permission.
+func (p principal) require(perm Permission) error {
+	switch {
+	case p.has(perm):
+		return nil
+	case p.anon:
+		return fmt.Errorf("%w: a client certificate from the cluster CA is required (permission %q)", ErrUnauthenticated, perm)
+	}
+	return &denied{perm: perm, who: p.id}
+}
+
+// permSessionOwner labels, in the denial metric and the audit log, the
+// model's refusal of a command through another identity's session.
+const permSessionOwner = "session.owner"
+
+// deniedPermission reports whether err refuses the caller's identity, and
+// what it lacked: a route's permission, or ownership of the session.
+func deniedPermission(err error) (string, bool) {
+	var d *denied
+	switch {
+	case errors.As(err, &d):
+		return string(d.perm), true
+	case errors.Is(err, lease.ErrNotOwner):
+		return permSessionOwner, true
+	}
+	return "", false
+}
+
+// audited lists the permissions whose use the audit log records: every
+// operator action and membership change, allowed or not.
+var audited = map[Permission]bool{PermOperate: true, PermMembership: true, PermReadBodies: true}
+
+// audit writes one line of the audit log: who did what to which resource,
+// when (the log's timestamp) and with what result.
+// It also counts denials: this is the one place a refusal of the caller's
+// identity is seen, whichever layer made it.
+func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, route, rid string, err error) {
+	missing, isDenied := deniedPermission(err)
+	if isDenied {
+		s.metrics.denied.WithLabelValues(missing, string(p.id.Role)).Inc()
+	} else if !audited[perm] {
+		return
+	}
+	s.auditLog.Info("audit",
+		zap.String("who", p.id.String()),
+		zap.String("permission", string(perm)),
+		zap.String("method", methodLabel(rc.Method())),
+		zap.ByteString("path", rc.Path()),
+		zap.String("route", route),
+		zap.String("rid", rid),
+		zap.Int("status", rc.Response.StatusCode()),
+		zap.Bool("denied", isDenied),
+		zap.String("missing", missing),
+		zap.String("remote", rc.RemoteAddr().String()))
+}
+
+// newDeniedCounter is the denial metric: by permission and role, both
+// from fixed sets.
+func newDeniedCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencepost_http_denied_total",
+		Help: "Cluster API requests refused for a missing permission, by permission and the caller's role.",
+	}, []string{"permission", "role"})
+}
+
+// isLoopbackAddr reports whether a listen address binds loopback only.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
