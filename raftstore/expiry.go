@@ -11,10 +11,10 @@ import (
 )
 
 // tickInterval is how often the leader looks for overdue leases: a
-// twentieth of the shortest TTL, within [10ms, 1s], so a lease is
-// suspected at most ~5% of its TTL late and a dead owner's task, which
-// needs a tick to be suspected and another to expire, is claimable again
-// well inside I7's bound even when raft commits are slow.
+// twentieth of the shortest TTL, within [10ms, 1s]. A dead owner's task
+// takes three ticks (suspect, expire, reclaim) and three raft rounds past
+// its TTL and grace to become claimable; at a tenth of the TTL a loaded
+// 3-member cluster overran I7's bound (TTL + grace + election + 1 s).
 func (s *Store) tickInterval() time.Duration {
 	return min(max(s.cfg.minProfileTTL()/20, 10*time.Millisecond), time.Second)
 }
@@ -82,41 +82,10 @@ func (s *Store) expireOnce(ctx context.Context) int {
 				return
 			}
 			s.observeExpiry(c, res)
-			if c.Op == lease.OpExpire && res.Err == nil {
-				s.reclaimNow(ctx, c.TaskID, c.Epoch)
-			}
 		}(&cmds[i])
 	}
 	wg.Wait()
 	return len(cmds)
-}
-
-// reclaimNow runs the resume guard right after a lease expired, instead of
-// a tick later, when the old owner has no journaled write in flight: the
-// guard's outcome is the same, and a dead owner's task is claimable one
-// tick and one raft round sooner (I7). With an intent in flight the next
-// ticks wait it out as before. The reclaim is epoch-guarded, so losing a
-// race with a tick or another leader is a harmless no-op.
-func (s *Store) reclaimNow(ctx context.Context, task string, epoch uint64) {
-	now := s.clock.Now()
-	inFlight := false
-	s.fsm.read(func(m *lease.Model) {
-		if until, ok := m.IntentsUntil(task, epoch); ok && now.Before(until) {
-			inFlight = true
-		}
-	})
-	if inFlight {
-		return
-	}
-	c := lease.Command{Op: lease.OpReclaim, TaskID: task, Epoch: epoch, Time: now}
-	res, err := s.propose(ctx, &c)
-	if err != nil {
-		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) && ctx.Err() == nil {
-			s.log.Warn("expiry proposal failed", zap.String("op", c.Op.String()), zap.Error(err))
-		}
-		return
-	}
-	s.observeExpiry(&c, res)
 }
 
 // observeExpiry logs and counts what a leader-driven transition did.
