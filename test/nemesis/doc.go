@@ -7,7 +7,9 @@
 // owner rules (Firewall), sidecar pause, kill and partition, a worker and
 // its sidecar stopped together. Run.Finish checks, from the History and
 // the cluster's own records, that fencing held (fenced and the raw
-// recorder never saw an older epoch after a newer one; epochs strictly
+// recorder never saw an older epoch after a newer one, nor a write after
+// the cluster expired its lease; a sidecar cut from the cluster refused
+// the write the nemesis probes it with past its deadline; epochs strictly
 // increase with one holder each; every acknowledged checkpoint is on every
 // member) and that liveness held (every task owned or claimable within the
 // reclaim bound after the last heal; no lease lost by a worker no fault

@@ -54,7 +54,9 @@ func (k Kind) duration(rng *rand.Rand) time.Duration {
 		// worker, so a sidecar that forgot its deadline would be caught.
 		return between(ReclaimBound+2*time.Second, ReclaimBound+3*time.Second)
 	case SidecarPartition:
-		return between(TTL+Grace+time.Second, TTL+Grace+2*time.Second)
+		// Past the probe (probeDelay), and long enough for the cut-off
+		// worker's task to be reclaimed before the heal.
+		return between(ReclaimBound+time.Second, ReclaimBound+2*time.Second)
 	case MemberPartition:
 		return between(2*time.Second, 2*TTL)
 	default: // kills: time until the restart

@@ -27,6 +27,9 @@ type Run struct {
 	wg      sync.WaitGroup
 	// LastHeal is when the last fault was healed.
 	LastHeal time.Time
+	// late lists writes a sidecar forwarded past its deadline when probed
+	// (probeLateWrite).
+	late []string
 
 	leaderMu sync.Mutex
 	changes  []time.Time // when a new leader (or term) was seen
@@ -279,7 +282,10 @@ func (r *Run) sidecarFault(ctx context.Context, f *Fault) {
 			members = append(members, Endpoint{Gid: m.Gid, Ports: []int{port(m.HTTP)}})
 		}
 		r.must(r.fw.Cut(string(f.Kind), []Endpoint{{Gid: sc.Gid}}, members))
-		pause(ctx, f.For)
+		probeAt := f.Start.Add(probeDelay)
+		pause(ctx, time.Until(probeAt))
+		r.probeLateWrite(ctx, w, f)
+		pause(ctx, time.Until(f.Start.Add(f.For)))
 		r.must(r.fw.Heal(string(f.Kind)))
 	}
 	f.Heal = time.Now()

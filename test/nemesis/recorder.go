@@ -45,9 +45,10 @@ func StartRecorder() (*Recorder, error) {
 }
 
 func (r *Recorder) serve(w http.ResponseWriter, req *http.Request) {
+	at := time.Now() // on arrival: a body read later must not make a write look late
 	_, _ = io.Copy(io.Discard, req.Body)
 	epoch, _ := strconv.ParseUint(req.Header.Get(fence.HeaderToken), 10, 64)
-	a := Arrival{At: time.Now(), Task: req.Header.Get(fence.HeaderTask), Epoch: epoch, Key: req.Header.Get("Idempotency-Key")}
+	a := Arrival{At: at, Task: req.Header.Get(fence.HeaderTask), Epoch: epoch, Key: req.Header.Get("Idempotency-Key")}
 	r.mu.Lock()
 	r.log = append(r.log, a)
 	r.mu.Unlock()

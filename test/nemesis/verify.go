@@ -77,6 +77,8 @@ func (r *Run) Finish(ctx context.Context) []string {
 	}
 	rec := r.Sys.Recorder.Log()
 	bad = append(bad, CheckRecorder(rec)...)
+	bad = append(bad, CheckLateWrites(rec, byID)...)
+	bad = append(bad, r.late...)
 	r.H.mu.Lock()
 	grants := append([]Grant(nil), r.H.grants...)
 	acks := append([]Ack(nil), r.H.acks...)
