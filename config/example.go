@@ -85,6 +85,8 @@ leases:
     sessions: 64
     tasks: 100000               # tasks it created and nobody deleted yet
     bytes: 1GiB                 # payload bytes of those tasks
+    requests_per_second: 1000   # API calls; past them 429 rate_limited. A sidecar
+    request_burst: 2000         # certificate shared by a fleet needs more
 
 signing:
   # Ed25519 private key file that signs fencing tokens ('fencepost tls

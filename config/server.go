@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/raftstore"
+	"github.com/fencepost/fencepost/raftstore/httpapi"
 )
 
 // Server configures one node of the lease cluster (fencepost server).
@@ -106,6 +107,11 @@ type Quota struct {
 	Tasks int `yaml:"tasks" doc:"undeleted tasks a sidecar identity created (0: unlimited)"`
 	// Bytes bounds the payload bytes of those tasks.
 	Bytes ByteSize `yaml:"bytes" doc:"payload bytes of those tasks (0: unlimited)"`
+	// RequestsPerSecond and RequestBurst bound its API requests (a token
+	// bucket per identity; 429 rate_limited past them). One sidecar
+	// certificate shared by a whole fleet needs them raised.
+	RequestsPerSecond int `yaml:"requests_per_second" doc:"API requests per second per sidecar identity (0: unlimited)"`
+	RequestBurst      int `yaml:"request_burst" doc:"requests a sidecar identity may make at once above that rate (0: unlimited)"`
 }
 
 // Profile is a lease TTL and the heartbeat interval that keeps it alive.
@@ -154,7 +160,8 @@ func DefaultServer() *Server {
 			CheckpointMaxBytes: raftstore.DefaultCheckpointMaxBytes,
 			MaxTaskIDBytes:     raftstore.DefaultMaxTaskIDBytes,
 			Quota: Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
-				Bytes: raftstore.DefaultQuotaBytes},
+				Bytes: raftstore.DefaultQuotaBytes, RequestsPerSecond: httpapi.DefaultRatePerIdentity,
+				RequestBurst: httpapi.DefaultRateBurst},
 		},
 		Log: defaultLog(),
 	}
@@ -294,6 +301,13 @@ func (l Leases) validate(p *problems, election Duration) {
 	}
 	if l.Quota.Sessions < 0 || l.Quota.Tasks < 0 || l.Quota.Bytes < 0 {
 		p.invalid("leases.quota", "sessions, tasks and bytes must be >= 0 (0: unlimited)")
+	}
+	if l.Quota.RequestsPerSecond < 0 || l.Quota.RequestBurst < 0 {
+		p.invalid("leases.quota", "requests_per_second and request_burst must be >= 0 (0: unlimited)")
+	}
+	if (l.Quota.RequestsPerSecond == 0) != (l.Quota.RequestBurst == 0) {
+		p.invalid("leases.quota", "requests_per_second and request_burst are unlimited together (both 0) or neither (got %d and %d)",
+			l.Quota.RequestsPerSecond, l.Quota.RequestBurst)
 	}
 	if l.MaxTaskIDBytes < 1 || l.MaxTaskIDBytes > 4096 {
 		p.invalid("leases.max_task_id_bytes", "must be between 1 and 4096 (got %d)", l.MaxTaskIDBytes)

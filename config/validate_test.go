@@ -210,3 +210,20 @@ func TestCheckRuntime(t *testing.T) {
 	f.Addr = l.Addr().String()
 	require.ErrorIs(t, f.CheckRuntime(), ErrRuntime)
 }
+
+// TestRequestRateRules: the per-identity request rate is unlimited only
+// as a pair, and never negative.
+func TestRequestRateRules(t *testing.T) {
+	stubHost(t, "n1")
+	for body, want := range map[string]string{
+		"leases:\n  quota: {requests_per_second: 0}\n": `config: leases.quota: requests_per_second and request_burst are unlimited together (both 0) or neither (got 0 and 2000)`,
+		"leases:\n  quota: {request_burst: -1}\n":      `config: leases.quota: requests_per_second and request_burst must be >= 0 (0: unlimited)`,
+	} {
+		_, err := Parse(RoleServer, []byte(body), "s.yaml")
+		require.ErrorIs(t, err, ErrInvalid, body)
+		require.Contains(t, lines(err), want, body)
+	}
+	cfg, err := Parse(RoleServer, []byte("leases:\n  quota: {requests_per_second: 0, request_burst: 0}\n"), "s.yaml")
+	require.NoError(t, err)
+	require.Zero(t, cfg.(*Server).Leases.Quota.RequestsPerSecond)
+}

@@ -32,6 +32,7 @@ type Sidecar struct {
 	mu       sync.Mutex // guards life, draining, servers and listeners
 	life     lifecycle
 	servers  []*fasthttp.Server // proxy, control, then metrics when set
+	served   []net.Listener     // what each of servers serves, in order
 	proxyLn  net.Listener
 	ctlLn    net.Listener
 	metricLn net.Listener
@@ -171,6 +172,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	s.life = lifeStarted
 	lns[0] = lingerListener{lns[0]} // a refused request's reply is read before the close
+	s.served = lns
 	for i, ln := range lns {
 		srv := s.servers[i]
 		s.serving.Add(1)
@@ -294,14 +296,17 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	s.waitIdle(drainCtx)
 	cancel()
 	var errs []error
-	stop := func(what string, srv *fasthttp.Server) {
+	stop := func(what string, i int) {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := srv.ShutdownWithContext(stopCtx); err != nil {
+		if err := s.servers[i].ShutdownWithContext(stopCtx); err != nil {
 			errs = append(errs, fmt.Errorf("proxy: stop %s server: %w", what, err))
 		}
+		// Shutdown closes only the listeners Serve has registered; a stop
+		// right after the start would leave Serve accepting forever.
+		_ = s.served[i].Close()
 	}
-	stop("proxy", s.servers[0])
+	stop("proxy", 0)
 	s.pipe.fenced.closeAll()
 
 	// The drain may have used up ctx; giving the leases back and closing
@@ -312,9 +317,9 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	s.cancel()
 	s.loops.Wait()
 	s.keeper.closeSession(final)
-	stop("control", s.servers[1])
+	stop("control", 1)
 	if len(s.servers) > 2 {
-		stop("metrics", s.servers[2])
+		stop("metrics", 2)
 	}
 	s.pipe.up.close()
 	s.serving.Wait()

@@ -58,6 +58,10 @@ func (f *fencedTLS) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := f.srv.ShutdownWithContext(ctx)
+	// Shutdown closes only the listeners Serve has registered: stopping
+	// right after the start (a sidecar refusing its config) would leave
+	// Serve blocked in Accept forever, so the listener is closed here too.
+	_ = f.ln.Close()
 	<-f.done
 	return err
 }

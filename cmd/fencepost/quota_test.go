@@ -8,6 +8,7 @@ import (
 	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/raftstore"
+	"github.com/fencepost/fencepost/raftstore/httpapi"
 )
 
 // TestQuotaDefaultsAgree: the server's configured quota defaults are the
@@ -17,4 +18,13 @@ func TestQuotaDefaultsAgree(t *testing.T) {
 	require.Equal(t, lease.Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
 		Bytes: raftstore.DefaultQuotaBytes}, quota(q))
 	require.Equal(t, lease.Quota{Sessions: -1, Tasks: 5, Bytes: -1}, quota(config.Quota{Tasks: 5}))
+}
+
+// TestRateDefaultsAgree: the configured request rate defaults are the API
+// server's own, and the file's 0 (unlimited) is the server's unlimited.
+func TestRateDefaultsAgree(t *testing.T) {
+	perSecond, burst := rate(config.DefaultServer().Leases.Quota)
+	require.Equal(t, [2]int{httpapi.DefaultRatePerIdentity, httpapi.DefaultRateBurst}, [2]int{perSecond, burst})
+	perSecond, burst = rate(config.Quota{})
+	require.Equal(t, [2]int{-1, -1}, [2]int{perSecond, burst})
 }

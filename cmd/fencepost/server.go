@@ -103,6 +103,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 	nc.HTTP.Gatherer = reg
 	nc.HTTP.Pprof = cfg.Pprof
 	nc.HTTP.BodyReaders = cfg.BodyReaders
+	nc.HTTP.RatePerIdentity, nc.HTTP.RateBurst = rate(cfg.Leases.Quota)
 	nc.Store = raftstore.Config{
 		NodeID:             cfg.NodeID,
 		DataDir:            cfg.DataDir,
@@ -131,6 +132,16 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 		Logger:             log,
 	}
 	return nc, nc.Store.Validate()
+}
+
+// rate maps the configured per-identity request rate onto the API
+// server's, where, as in the store, 0 takes the default and a negative
+// value is unlimited.
+func rate(q config.Quota) (perSecond, burst int) {
+	if q.RequestsPerSecond == 0 {
+		return -1, -1
+	}
+	return q.RequestsPerSecond, q.RequestBurst
 }
 
 // quota maps the configured per-identity quota onto the store's: the

@@ -348,3 +348,14 @@ func TestAuthzRateLimited(t *testing.T) {
 	require.GreaterOrEqual(t, limited, 4, "a burst of 5 at 1/s leaves at most 6 of 10 through")
 	require.Equal(t, http.StatusOK, b.do("GET", api.PathLeases, nil).status)
 }
+
+// TestAuthzRateUnlimited: a negative rate (the file's 0) is no limit, not
+// a bucket that never fills.
+func TestAuthzRateUnlimited(t *testing.T) {
+	c := startTLSClusterWith(t, 1, lease.Quota{}, func(h *httpapi.Config) { h.RatePerIdentity, h.RateBurst = -1, -1 })
+	a := c.as(t, 0, reader)
+	for i := range 50 {
+		r := a.do("GET", api.PathLeases, nil)
+		require.NotEqual(t, http.StatusTooManyRequests, r.status, "request %d limited: %s", i, r.body)
+	}
+}

@@ -86,7 +86,8 @@ type Config struct {
 	// (PermReadBodies): payloads, checkpoint data, signals, results.
 	BodyReaders []string
 	// RatePerIdentity and RateBurst bound each identity's requests per
-	// second (DefaultRatePerIdentity, DefaultRateBurst); 429 past them.
+	// second (DefaultRatePerIdentity, DefaultRateBurst when 0); 429 past
+	// them. A negative RatePerIdentity is unlimited.
 	RatePerIdentity int
 	RateBurst       int
 	// AuditLogger receives the audit log (operator actions, membership
@@ -125,8 +126,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is required", ErrConfig)
-	case c.MaxBodyBytes < 0, c.MaxListBytes < 0, c.RatePerIdentity < 0, c.RateBurst < 0:
-		return fmt.Errorf("%w: MaxBodyBytes, MaxListBytes, RatePerIdentity and RateBurst must not be negative", ErrConfig)
+	case c.MaxBodyBytes < 0, c.MaxListBytes < 0:
+		return fmt.Errorf("%w: MaxBodyBytes and MaxListBytes must not be negative", ErrConfig)
+	case c.RatePerIdentity > 0 && c.RateBurst < 1:
+		return fmt.Errorf("%w: RateBurst must be at least 1 when RatePerIdentity is limited", ErrConfig)
 	case c.ReadTimeout < 0, c.WriteTimeout < 0, c.IdleTimeout < 0:
 		return fmt.Errorf("%w: ReadTimeout, WriteTimeout and IdleTimeout must not be negative", ErrConfig)
 	case c.ForwardTimeout < 0, c.RequestTimeout < 0, c.ShutdownWait < 0:

@@ -51,9 +51,10 @@ func fpServerConfig(n *fpNode, bootstrap bool, join []string) string {
 	fmt.Fprintf(&b, "log:\n  level: warn\nleases:\n  profiles:\n    %s:\n      ttl: %ds\n      heartbeat: %ds\n",
 		benchProfile, benchTTL, benchTTL/3)
 	// The load generator is one sidecar identity standing in for a fleet
-	// (the heartbeat workload holds 1000 sessions), so the per-identity
-	// quota is lifted; it applies only with TLS, where callers have one.
-	b.WriteString("  quota:\n    sessions: 0\n    tasks: 0\n    bytes: 0\n")
+	// (the heartbeat workload holds 1000 sessions, the lease workload makes
+	// thousands of calls a second), so the per-identity quota and request
+	// rate are lifted; they apply only with TLS, where callers have one.
+	b.WriteString("  quota:\n    sessions: 0\n    tasks: 0\n    bytes: 0\n    requests_per_second: 0\n    request_burst: 0\n")
 	if sec != nil {
 		b.WriteString(sec.fpConfig(n.id))
 	}
