@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -284,16 +285,19 @@ func TestCtlMembersAddRemove(t *testing.T) {
 
 func TestCtlUnreachableCluster(t *testing.T) {
 	addr := freeAddr(t)
+	// Refused, or — on a machine so loaded that the refusal comes after
+	// the attempt's budget — timed out; either way one line naming both.
+	want := regexp.MustCompile(`^fencepost ctl: cluster unreachable at ` + regexp.QuoteMeta(addr) + ` \((connection refused|i/o timeout)\)\n$`)
 	for _, args := range [][]string{{"status"}, {"tasks", "create", "x"}, {"heartbeat", "--session", "s"}} {
 		errOut := ctlFails(t, addr, exitRuntime, args)
-		require.Equal(t, "fencepost ctl: cluster unreachable at "+addr+" (connection refused)\n", errOut, args)
+		require.Regexp(t, want, errOut, args)
 	}
 
 	// FENCEPOST_CLUSTER is the default of --cluster.
 	t.Setenv(ctlClusterEnv, addr)
 	code, _, errOut := runCLI(t, "ctl", "keys")
 	require.Equal(t, exitRuntime, code)
-	require.Equal(t, "fencepost ctl: cluster unreachable at "+addr+" (connection refused)\n", errOut)
+	require.Regexp(t, want, errOut)
 }
 
 func TestCtlTimeoutNamesTheRequestID(t *testing.T) {
