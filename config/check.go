@@ -34,6 +34,13 @@ func checkAddr(p *problems, key, addr string) (host string, port int, ok bool) {
 	return h, n, true
 }
 
+// LoopbackAddr reports whether addr (host:port) can only be reached from
+// this machine.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && isLoopback(host)
+}
+
 // isLoopback reports whether host can only be reached from this machine.
 func isLoopback(host string) bool {
 	if host == "localhost" {

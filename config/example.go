@@ -228,6 +228,15 @@ allow_unsigned: false
 # Serve GET /v1/log (every accepted write) for demos and tests.
 serve_log: false
 
+tls:
+  # Serve HTTPS ('fencepost tls cert create --server --name fenced --dns
+  # <name>'); sidecars reach it with tls.originate or an intercepted https://
+  # URL, verifying it against ca_file. Empty: plain HTTP, warned about at start
+  # when addr is not loopback.
+  ca_file: ""
+  cert_file: ""
+  key_file: ""
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console

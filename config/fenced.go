@@ -25,6 +25,11 @@ type Fenced struct {
 	// ServeLog serves GET /v1/log (every accepted write: tasks, holders,
 	// body digests) for demos and tests; off, it is 404.
 	ServeLog bool `yaml:"serve_log" doc:"serve GET /v1/log, every accepted write (demos, tests)"`
+	// TLS serves HTTPS with a certificate from the cluster CA (`fencepost
+	// tls cert create --server --name fenced --dns <its name>`). Off, the
+	// service speaks plain HTTP, and says so at start when it listens
+	// beyond loopback.
+	TLS CertFiles `yaml:"tls"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 }
@@ -63,6 +68,7 @@ func (f *Fenced) Validate() error {
 	if f.AllowUnsigned && f.RequireSignature {
 		p.invalid("allow_unsigned", "contradicts require_signature: true")
 	}
+	f.TLS.validate(&p, "tls")
 	f.Log.validate(&p)
 	return p.err()
 }
@@ -72,5 +78,6 @@ func (f *Fenced) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "addr", f.Addr)
 	checkReadable(&p, "keys_ca_file", f.KeysCAFile)
+	f.TLS.checkRuntime(&p, "tls")
 	return p.err()
 }

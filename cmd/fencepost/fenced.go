@@ -73,6 +73,15 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // cluster's public keys first when keys_from is set.
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
 	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog}
+	src, err := cfg.TLS.Source("tls")
+	if err != nil {
+		return nil, startError(err)
+	}
+	if src != nil {
+		// Callers are sidecars and anyone they stand for: nobody is asked
+		// for a certificate; the token is the credential.
+		rc.TLS = src.ServerConfig(tls.NoClientCert)
+	}
 	if cfg.KeysFrom != "" {
 		client, err := keysClient(cfg.KeysCAFile)
 		if err != nil {
@@ -97,11 +106,15 @@ func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *
 	if err := srv.Start(); err != nil {
 		return nil, startError(err)
 	}
-	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()),
+	log.Info("fencepost fenced started", zap.String("addr", srv.Addr()), zap.Bool("tls", rc.TLS != nil),
 		zap.Bool("signatures", rc.VerifyKeys != nil), zap.Bool("unsigned_accepted", rc.VerifyKeys == nil || rc.AllowUnsigned),
 		zap.Bool("log_served", rc.ServeLog))
 	if rc.VerifyKeys == nil {
 		log.Warn("no keys_from: unsigned tokens are accepted, so anyone who can reach this port can lock a task's owner out with a forged epoch")
+	}
+	if rc.TLS == nil && !config.LoopbackAddr(srv.Addr()) {
+		log.Warn("plain HTTP beyond loopback: tokens, signatures and bodies cross the network in the clear; set tls.cert_file (and tls.ca_file, tls.key_file) to serve HTTPS",
+			zap.String("addr", srv.Addr()))
 	}
 	return srv, nil
 }

@@ -20,12 +20,13 @@ import (
 const tlsUsage = `
 Usage:
   fencepost tls ca create [--dir DIR] [--name NAME] [--days N]
-  fencepost tls cert create --member|--server|--sidecar|--operator|--reader --name NAME
+  fencepost tls cert create --member|--server|--sidecar|--operator|--reader|--service --name NAME
                             [--dns NAME,...] [--ip ADDR,...] [--dir DIR] [--days N]
                             [--ca FILE --ca-key FILE]
   fencepost tls signing-key create [--dir DIR]
   fencepost tls init --dir DIR [--member NAME,...] [--sidecar NAME,...]
-                     [--operator NAME,...] [--reader NAME,...] [--signing-key]
+                     [--operator NAME,...] [--reader NAME,...] [--service NAME,...]
+                     [--signing-key]
 
 Certificates for the cluster, in the shape of 'consul tls'. Keys are ECDSA
 P-256, written 0600; certificates 0644. Nothing is ever overwritten.
@@ -42,6 +43,10 @@ P-256, written 0600; certificates 0644. Nothing is ever overwritten.
                        --sidecar   a sidecar; NAME is its worker id.
                        --operator  a person or tool that changes the cluster.
                        --reader    a person or tool that only reads.
+                       --service   a downstream service serving HTTPS (fenced's
+                                   tls.*): a server certificate only, valid for
+                                   NAME and every --dns/--ip; it can neither
+                                   call the cluster nor speak raft.
   signing-key create the Ed25519 key that signs fencing tokens:
                      signing-key.pem (0600). Give the same file to every member
                      (signing.key_file); it never enters the raft log.
@@ -56,6 +61,7 @@ Examples:
   fencepost tls ca create --dir tls
   fencepost tls cert create --member --name n1 --dns n1.fencepost.default.svc --ip 127.0.0.1 --dir tls
   fencepost tls cert create --sidecar --name worker-7 --dir tls
+  fencepost tls cert create --service --name fenced --dns fenced.default.svc --dir tls
   fencepost tls signing-key create --dir tls
 `
 
@@ -113,7 +119,7 @@ func runTLSCert(args []string, stdout, stderr io.Writer) int {
 	const name = "tls cert create"
 	fs := newFlagSet(name)
 	roles := map[string]*bool{}
-	for _, r := range []string{"member", "server", "sidecar", "operator", "reader"} {
+	for _, r := range []string{"member", "server", "sidecar", "operator", "reader", "service"} {
 		roles[r] = fs.Bool(r, false, "issue a "+r+" certificate")
 	}
 	id := fs.String("name", "", "identity: a member's node_id, a sidecar's worker id, a user")
@@ -135,13 +141,13 @@ func runTLSCert(args []string, stdout, stderr io.Writer) int {
 			r = "member"
 		}
 		if role != "" && role != pki.Role(r) {
-			return usageError(stderr, name, "give exactly one of --member, --server, --sidecar, --operator, --reader")
+			return usageError(stderr, name, "give exactly one of --member, --server, --sidecar, --operator, --reader, --service")
 		}
 		role = pki.Role(r)
 	}
 	switch {
 	case role == "":
-		return usageError(stderr, name, "give one of --member, --server, --sidecar, --operator, --reader")
+		return usageError(stderr, name, "give one of --member, --server, --sidecar, --operator, --reader, --service")
 	case *id == "" || strings.ContainsAny(*id, "/\\ \t"):
 		return usageError(stderr, name, "--name is required and may not contain '/', '\\' or spaces")
 	case *days < 1:

@@ -34,10 +34,15 @@ const (
 	RoleOperator Role = "operator"
 	// RoleReader may list and get (bodies need a separate permission).
 	RoleReader Role = "reader"
+	// RoleService is a downstream service serving HTTPS under the cluster
+	// CA (fenced): a server certificate only, so it can neither call the
+	// cluster nor speak raft, and a member's certificate never has to
+	// leave the members to give it one.
+	RoleService Role = "service"
 )
 
 // Roles lists every role, in the order the CLI documents them.
-var Roles = []Role{RoleMember, RoleSidecar, RoleOperator, RoleReader}
+var Roles = []Role{RoleMember, RoleSidecar, RoleOperator, RoleReader, RoleService}
 
 // Sentinel errors of IdentityFromCert; callers match them with errors.Is.
 var (

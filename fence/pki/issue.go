@@ -121,11 +121,14 @@ func (ca *CA) Issue(req Request, now time.Time) (Pair, error) {
 		IPAddresses:    req.IPs,
 		AuthorityKeyId: ca.Cert.SubjectKeyId,
 	}
-	if req.Role == RoleMember {
+	switch req.Role {
+	case RoleMember:
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		if !contains(tmpl.DNSNames, req.Name) && net.ParseIP(req.Name) == nil {
-			tmpl.DNSNames = append([]string{req.Name}, tmpl.DNSNames...)
-		}
+	case RoleService:
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	}
+	if (req.Role == RoleMember || req.Role == RoleService) && !contains(tmpl.DNSNames, req.Name) && net.ParseIP(req.Name) == nil {
+		tmpl.DNSNames = append([]string{req.Name}, tmpl.DNSNames...)
 	}
 	if now.Add(req.Validity).After(ca.Cert.NotAfter) {
 		tmpl.NotAfter = ca.Cert.NotAfter

@@ -120,6 +120,27 @@ func TestMemberHandshakeChecksRoleNameAndCA(t *testing.T) {
 		se, _ := handshake(t, srv, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the stranger
 		require.Error(t, se)
 	})
+	t.Run("a service certificate on the raft port", func(t *testing.T) {
+		_, cli := kit.Source(pki.RoleService, "fenced").MemberConfigs(nil)
+		se, _ := handshake(t, srv, cli("n1:1"))
+		require.Error(t, se, "a server-only certificate cannot authenticate a client")
+	})
+}
+
+// TestServiceCertificateServesButNeverAuthenticatesAClient: a service
+// certificate (fenced's) is valid for its name as a server, and refused as
+// a client by the cluster API, which asks for client certificates.
+func TestServiceCertificateServesButNeverAuthenticatesAClient(t *testing.T) {
+	kit := pkitest.New(t, "cluster")
+	svc := kit.Source(pki.RoleService, "fenced")
+	reader := kit.Source(pki.RoleReader, "dash")
+	se, ce := handshake(t, svc.ServerConfig(tls.NoClientCert), reader.ClientConfig("fenced"))
+	require.NoError(t, se)
+	require.NoError(t, ce, "the service's certificate names it")
+
+	api := kit.Source(pki.RoleMember, "n1").ServerConfig(tls.RequireAndVerifyClientCert)
+	se, _ = handshake(t, api, svc.ClientConfig("localhost"))
+	require.Error(t, se, "the API refuses a service certificate as a client")
 }
 
 func TestClientConfigVerifiesServerHostName(t *testing.T) {

@@ -20,6 +20,7 @@ package refsvc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -73,6 +74,8 @@ type Config struct {
 	// ServeLog serves GET /v1/log. Off by default: the log names every
 	// task, holder and body digest the service accepted.
 	ServeLog bool
+	// TLS, when set, serves HTTPS with it instead of plain HTTP.
+	TLS *tls.Config
 }
 
 // Validate checks the configuration.
@@ -180,6 +183,9 @@ func (s *Server) Start() error {
 	}
 	s.served = make(chan error, 1)
 	srv, served := s.srv, s.served
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	go func() { served <- srv.Serve(ln) }()
 	return nil
 }

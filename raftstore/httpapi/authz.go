@@ -54,6 +54,9 @@ var rolePerms = map[pki.Role][]Permission{
 	pki.RoleOperator: {PermCreate, PermRead, PermReadBodies, PermOperate, PermMembership, PermProfile},
 	pki.RoleReader:   {PermRead},
 	pki.RoleMember:   {PermRead, PermMembership, PermForward},
+	// A service certificate cannot authenticate a client (server usage
+	// only); were one presented, it would still be allowed nothing.
+	pki.RoleService: nil,
 }
 
 // HeaderCaller carries, on a request a follower forwards to the leader, the

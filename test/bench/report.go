@@ -49,6 +49,20 @@ func ratioCell(r Row) string {
 	return fmt.Sprintf("%.2f×%s", x, mark)
 }
 
+// tableHead writes a markdown table's header row and its separator.
+func tableHead(b *strings.Builder, cols ...string) {
+	b.WriteString("| " + strings.Join(cols, " | ") + " |\n")
+	b.WriteString(strings.Repeat("|---", len(cols)) + "|\n")
+}
+
+// arrow marks which way a metric is better.
+func arrow(higherIsBetter bool) string {
+	if higherIsBetter {
+		return "↑"
+	}
+	return "↓"
+}
+
 // markdownTable renders every row, one table per workload: medians with
 // min–max over the reps, and the ratio ours/peer.
 func markdownTable(res *Results) string {
@@ -58,15 +72,10 @@ func markdownTable(res *Results) string {
 		if r.Workload != last {
 			last = r.Workload
 			fmt.Fprintf(&b, "\n### %s\n\n", r.Workload)
-			b.WriteString("| case | metric | ours | ours: median (min–max) | peer | peer: median (min–max) | ratio ours/peer |\n")
-			b.WriteString("|---|---|---|---|---|---|---|\n")
-		}
-		dir := "↑"
-		if !r.Higher {
-			dir = "↓"
+			tableHead(&b, "case", "metric", "ours", "ours: median (min–max)", "peer", "peer: median (min–max)", "ratio ours/peer")
 		}
 		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s | %s |\n",
-			r.Case, r.Metric, dir, r.Ours, cell(r.A), r.Peer, cell(r.B), ratioCell(r))
+			r.Case, r.Metric, arrow(r.Higher), r.Ours, cell(r.A), r.Peer, cell(r.B), ratioCell(r))
 	}
 	return b.String()
 }

@@ -53,15 +53,11 @@ func tlsTable(plain, withTLS *Results) string {
 		if p.Workload != last {
 			last = p.Workload
 			fmt.Fprintf(&b, "\n#### %s, TLS\n\n", p.Workload)
-			b.WriteString("| case | metric | fencepost plain | fencepost TLS | fencepost TLS/plain | peer | peer plain | peer TLS | peer TLS/plain | fencepost/peer plain | fencepost/peer TLS |\n")
-			b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
-		}
-		dir := "↑"
-		if !p.Higher {
-			dir = "↓"
+			tableHead(&b, "case", "metric", "fencepost plain", "fencepost TLS", "fencepost TLS/plain", "peer", "peer plain",
+				"peer TLS", "peer TLS/plain", "fencepost/peer plain", "fencepost/peer TLS")
 		}
 		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			p.Case, p.Metric, dir, cell(p.A), cell(t.A), ratioText(tlsRatio(p.A, t.A)),
+			p.Case, p.Metric, arrow(p.Higher), cell(p.A), cell(t.A), ratioText(tlsRatio(p.A, t.A)),
 			p.Peer, cell(p.B), cell(t.B), ratioText(tlsRatio(p.B, t.B)), ratioCell(p), ratioCell(t))
 	}
 	return b.String()
