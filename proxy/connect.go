@@ -60,6 +60,7 @@ func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	p.metrics.forwarded.Inc()
+	p.metrics.tunnels.WithLabelValues(tunnelBlind).Inc()
 	if ce := p.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
 		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
 	}

@@ -68,6 +68,7 @@ func TestConnectFencedAllowedAndCut(t *testing.T) {
 	require.NoError(t, err)
 	body, _ := io.ReadAll(inner.Body)
 	require.Equal(t, "ok", string(body))
+	requireTunnels(t, s, tunnelBlind, 1)
 
 	// Losing the lease closes the tunnel.
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)

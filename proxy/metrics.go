@@ -17,12 +17,21 @@ const (
 
 // metrics are the sidecar's Prometheus collectors. No label ever carries a
 // task id: label values are bounded enums.
+// The kinds of CONNECT tunnel fencepost_sidecar_tunnels_total counts.
+const (
+	tunnelIntercepted = "intercepted"
+	tunnelHTTP        = "http"
+	tunnelBlind       = "blind"
+	tunnelClosed      = "closed"
+)
+
 type metrics struct {
 	requests         *prometheus.CounterVec // decision
 	writesBlocked    *prometheus.CounterVec // reason
 	heartbeatLatency prometheus.Histogram
 	heartbeatFails   prometheus.Counter
 	tunnelsCut       prometheus.Counter
+	tunnels          *prometheus.CounterVec   // kind: intercepted|http|blind|closed
 	upstreamLatency  *prometheus.HistogramVec // kind: read|write
 	leaseEvents      *prometheus.CounterVec   // kind
 
@@ -57,6 +66,10 @@ func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held 
 			Name: "fencepost_sidecar_tunnels_cut_total",
 			Help: "CONNECT tunnels closed because their lease stopped being current.",
 		}),
+		tunnels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_tunnels_total",
+			Help: "CONNECT tunnels opened, by what they carry: intercepted (TLS the sidecar completed), http (plain HTTP), blind (connect.allow, unfenced), closed (nothing it can fence: TLS to a host not intercepted, HTTP/2, garbage, silence).",
+		}, []string{"kind"}),
 		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencepost_sidecar_upstream_duration_seconds",
 			Help:    "Time from sending a request upstream to its response headers.",
@@ -82,8 +95,11 @@ func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held 
 	for _, k := range []EventKind{EventAcquired, EventReleased, EventLost, EventRevived, EventRevoked} {
 		m.leaseEvents.WithLabelValues(string(k))
 	}
+	for _, k := range []string{tunnelIntercepted, tunnelHTTP, tunnelBlind, tunnelClosed} {
+		m.tunnels.WithLabelValues(k)
+	}
 	cs := []prometheus.Collector{
-		m.requests, m.writesBlocked, m.heartbeatLatency, m.heartbeatFails, m.tunnelsCut,
+		m.requests, m.writesBlocked, m.heartbeatLatency, m.heartbeatFails, m.tunnelsCut, m.tunnels,
 		m.upstreamLatency, m.leaseEvents,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fencepost_sidecar_lease_remaining_seconds",

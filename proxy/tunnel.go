@@ -133,6 +133,11 @@ func (p *pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{}) // the tunnel server sets its own
+	if info.tls {
+		p.metrics.tunnels.WithLabelValues(tunnelIntercepted).Inc()
+	} else {
+		p.metrics.tunnels.WithLabelValues(tunnelHTTP).Inc()
+	}
 	if ce := p.log.Check(zap.DebugLevel, "tunnel fenced"); ce != nil {
 		ce.Write(zap.String("target", net.JoinHostPort(strings.Trim(info.host, "[]"), info.port)), zap.Bool("tls", info.tls))
 	}
@@ -141,6 +146,7 @@ func (p *pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 
 func (p *pipeline) tunnelRefused(info *tunnelInfo, kind tunnelKind, why string) {
 	p.metrics.requests.WithLabelValues(decisionRejected).Inc()
+	p.metrics.tunnels.WithLabelValues(tunnelClosed).Inc()
 	if ce := p.log.Check(zap.InfoLevel, "tunnel closed"); ce != nil {
 		ce.Write(zap.String("target", net.JoinHostPort(strings.Trim(info.host, "[]"), info.port)),
 			zap.Stringer("first_bytes", kind), zap.String("reason", why))

@@ -100,6 +100,7 @@ func TestInterceptedWriteIsStampedThenBlocked(t *testing.T) {
 	require.Len(t, reqs[0].values(fence.HeaderIdempotencyKey), 1)
 	require.Empty(t, reqs[0].values("Proxy-Authorization"))
 	require.Equal(t, "/charge", reqs[0].URI)
+	requireTunnels(t, s, tunnelIntercepted, 1)
 
 	// Revoked: a 409 problem the client can read inside TLS, nothing sent.
 	fc.signal("t1", api.SignalRevoked, lease.StatusRevoked)
