@@ -96,8 +96,7 @@ type ticket struct {
 // holds must still be its generation, and now must be before the local
 // deadline. Every check of a request, the re-check before the send, every
 // socket write of a write connection, the watchdog and the lease view all
-// ask it. The deliberately broken build (fencepost_broken_nodeadline)
-// skips the deadline comparison here and nowhere else.
+// ask it. The deadline itself is compared in pastDeadline only.
 func (s *leaseState) mayWrite(now time.Time, gen uint64) reason {
 	switch s.phase {
 	case phaseBlocked, phaseEnding, phaseGone:
@@ -108,10 +107,19 @@ func (s *leaseState) mayWrite(now time.Time, gen uint64) reason {
 	if gen != s.gen {
 		return reasonExpired // that generation was cut; a newer one is not the caller's
 	}
-	if !DeadlineCheckDisabled && !now.Before(s.deadline) {
+	if s.pastDeadline(now) {
 		return reasonExpired
 	}
 	return ""
+}
+
+// pastDeadline is the one comparison of now with the local deadline: both
+// whether a write may leave (mayWrite) and which phase a renewed, regranted
+// or un-held lease lands in (settle) ask it. The deliberately broken build
+// (fencepost_broken_nodeadline) makes it always false, so that build's
+// sidecar never lets a lease lapse on its own.
+func (s *leaseState) pastDeadline(now time.Time) bool {
+	return !DeadlineCheckDisabled && !now.Before(s.deadline)
 }
 
 // mayWrite asks the ticket's lease whether a write may leave at now.
@@ -186,7 +194,7 @@ func (s *leaseState) settle(blocked reason, now time.Time) phase {
 	switch {
 	case blocked != "":
 		return phaseBlocked
-	case now.Before(s.deadline):
+	case !s.pastDeadline(now):
 		return phaseCurrent
 	}
 	return phaseLapsed

@@ -76,7 +76,7 @@ expect_fail "authorization" go test -count=1 -tags fencepost_broken_authz -run '
 # sent after the sidecar's deadline, so it catches a missing deadline on
 # every partition; partitions need root, so without it this check skips.
 if [ "$(id -u)" = 0 ] && command -v iptables >/dev/null 2>&1; then
-  expect_fail "the sidecar's deadline check (nemesis)" env NEMESIS=1 NEMESIS_FAULTS=2 NEMESIS_OPS=1000 NEMESIS_KINDS=sidecar-partition go test -count=1 -tags fencepost_broken_nodeadline -run 'TestNemesis$' ./test/nemesis/
+  expect_fail "the sidecar's deadline check (nemesis)" env NEMESIS=1 NEMESIS_FAULTS=3 NEMESIS_OPS=1000 NEMESIS_KINDS=sidecar-partition go test -count=1 -tags fencepost_broken_nodeadline -run 'TestNemesis$' ./test/nemesis/
   grep -q 'forwarded a write on .* after it was cut from the cluster' /tmp/fencepost-broken.log ||
     { echo "FAIL: the nemesis failed, but not on the late write it probes for:"; tail -40 /tmp/fencepost-broken.log; exit 1; }
 else
