@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,6 +49,16 @@ func TestCARouteServesTheWorkerOnly(t *testing.T) {
 	for _, p := range []string{PathCA, PathCAPEM} {
 		require.Equal(t, 404, statusOf(t, "http://"+s.MetricsAddr()+p), "the metrics address must not serve %s", p)
 	}
+
+	// The metrics say when the CA expires, to the second, for the alert.
+	resp, err := http.Get("http://" + s.MetricsAddr() + PathMetrics)
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	want := fmt.Sprintf("fencepost_sidecar_intercept_ca_expiry_timestamp_seconds %s",
+		strconv.FormatFloat(float64(info.NotAfter.Unix()), 'e', -1, 64))
+	require.Contains(t, string(metrics), want)
 }
 
 func TestCARouteWithoutInterception(t *testing.T) {

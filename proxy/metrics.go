@@ -117,3 +117,20 @@ func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held 
 	}
 	return m, nil
 }
+
+// registerCAExpiry exports when the interception CA expires. The CA is
+// not renewed while the sidecar runs (a worker that loaded the bundle at
+// start would not trust a new one), so intercepted calls start failing
+// at that instant unless the sidecar and its worker restart before it:
+// this is what an alert watches.
+func registerCAExpiry(reg prometheus.Registerer, notAfter time.Time) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencepost_sidecar_intercept_ca_expiry_timestamp_seconds",
+		Help: "When the sidecar's interception CA expires (Unix seconds); restart the sidecar and its worker before it.",
+	})
+	g.Set(float64(notAfter.Unix()))
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("proxy: register metrics: %w", err)
+	}
+	return nil
+}

@@ -105,6 +105,11 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	if p.ca, err = newCA(cfg); err != nil {
 		return nil, err
 	}
+	if p.ca != nil {
+		if err := registerCAExpiry(cfg.Registerer, p.ca.Certificate().NotAfter); err != nil {
+			return nil, err
+		}
+	}
 	s.pipe = p
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
 	s.control = newControl(&s.cfg, k, c, g, s.ready)
