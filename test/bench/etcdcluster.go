@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -207,22 +206,17 @@ func (c *etcdCluster) endpoints() []string {
 // pid returns member i's PID.
 func (c *etcdCluster) pid(i int) int { return c.nodes[i].proc.pid() }
 
-// stop terminates every member by PID.
-func (c *etcdCluster) stop() {
-	for _, n := range c.nodes {
-		if n.proc != nil {
-			n.proc.stop(syscall.SIGTERM, 10*time.Second)
-		}
-	}
-}
-
-// pids lists the PIDs of the running nodes.
-func (c *etcdCluster) pids() []int {
-	var out []int
-	for _, n := range c.nodes {
-		if n.proc != nil && !n.proc.exited() {
-			out = append(out, n.proc.pid())
-		}
+// procs lists every member's process (nil before it started).
+func (c *etcdCluster) procs() procSet {
+	out := make(procSet, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.proc
 	}
 	return out
 }
+
+// stop terminates every member by PID.
+func (c *etcdCluster) stop() { c.procs().stop() }
+
+// pids lists the PIDs of the running members.
+func (c *etcdCluster) pids() []int { return c.procs().pids() }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -212,22 +211,17 @@ func (c *fpCluster) endpoints() []string {
 // pid returns node i's PID.
 func (c *fpCluster) pid(i int) int { return c.nodes[i].proc.pid() }
 
-// stop terminates every node by PID.
-func (c *fpCluster) stop() {
-	for _, n := range c.nodes {
-		if n.proc != nil {
-			n.proc.stop(syscall.SIGTERM, 10*time.Second)
-		}
-	}
-}
-
-// pids lists the PIDs of the running nodes.
-func (c *fpCluster) pids() []int {
-	var out []int
-	for _, n := range c.nodes {
-		if n.proc != nil && !n.proc.exited() {
-			out = append(out, n.proc.pid())
-		}
+// procs lists every node's process (nil before it started).
+func (c *fpCluster) procs() procSet {
+	out := make(procSet, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.proc
 	}
 	return out
 }
+
+// stop terminates every node by PID.
+func (c *fpCluster) stop() { c.procs().stop() }
+
+// pids lists the PIDs of the running nodes.
+func (c *fpCluster) pids() []int { return c.procs().pids() }

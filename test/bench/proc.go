@@ -210,3 +210,27 @@ func tcpUp(addr string) error {
 	}
 	return c.Close()
 }
+
+// procSet is a cluster's processes, one per node; nil for a node not
+// started.
+type procSet []*proc
+
+// stop terminates every started process by PID.
+func (ps procSet) stop() {
+	for _, p := range ps {
+		if p != nil {
+			p.stop(syscall.SIGTERM, 10*time.Second)
+		}
+	}
+}
+
+// pids lists the PIDs of the processes still running.
+func (ps procSet) pids() []int {
+	var out []int
+	for _, p := range ps {
+		if p != nil && !p.exited() {
+			out = append(out, p.pid())
+		}
+	}
+	return out
+}
