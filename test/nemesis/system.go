@@ -116,8 +116,9 @@ func StartSystem(ctx context.Context, tb testing.TB, members, sidecars int, gids
 	s.waitMembers(ctx, members, 30*time.Second)
 
 	s.Fenced = netfault.FreeAddr(tb)
-	if _, err := netfault.Start(tb, netfault.ProcConfig{Name: "fenced", Binary: s.bin,
-		Args: []string{"fenced", "--addr", s.Fenced, "--log-format", "console"}}); err != nil {
+	fenced, err := netfault.Start(tb, netfault.ProcConfig{Name: "fenced", Binary: s.bin,
+		Args: []string{"fenced", "--addr", s.Fenced, "--log-format", "console"}})
+	if err != nil {
 		tb.Fatal(err)
 	}
 	rec, err := StartRecorder()
@@ -138,7 +139,7 @@ func StartSystem(ctx context.Context, tb testing.TB, members, sidecars int, gids
 	for _, sc := range s.Sidecars {
 		sc.waitServing(30 * time.Second)
 	}
-	waitHTTP(tb, "http://"+s.Fenced+"/healthz", 20*time.Second)
+	waitHTTP(tb, "http://"+s.Fenced+"/healthz", 20*time.Second, fenced)
 	return s
 }
 
@@ -194,10 +195,12 @@ func (sc *Sidecar) Restart(bin string) {
 }
 
 func (sc *Sidecar) waitServing(limit time.Duration) {
-	waitHTTP(sc.tb, "http://"+sc.Control+proxy.PathHealth, limit)
+	waitHTTP(sc.tb, "http://"+sc.Control+proxy.PathHealth, limit, sc.proc)
 }
 
-func waitHTTP(tb testing.TB, url string, limit time.Duration) {
+// waitHTTP polls url until it answers 200; past limit it fails with what
+// the process behind it did (exited, and how, and its log's end).
+func waitHTTP(tb testing.TB, url string, limit time.Duration, p *netfault.Process) {
 	tb.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -209,7 +212,11 @@ func waitHTTP(tb testing.TB, url string, limit time.Duration) {
 			}
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s not serving after %v: %v", url, limit, err)
+			state := "still running"
+			if !p.Running() {
+				state = fmt.Sprintf("exited (%v)", p.ExitErr())
+			}
+			tb.Fatalf("%s not serving after %v: %v; %s %s, log %s:\n%s", url, limit, err, p.Name(), state, p.LogPath(), p.Tail(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,9 +106,25 @@ func RemoveBinary() {
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
-// ago, for child processes that must be told their address up front.
+// ago, for child processes that must be told their address up front. The
+// port is drawn below the kernel's ephemeral range: a port the kernel
+// handed out for ":0" is also one it may hand to an outgoing connection's
+// source before the child binds it (EADDRINUSE, seen as a child that never
+// listens), and the suites open thousands of connections. Ports are drawn
+// at random and tried until one binds; ":0" is the fallback.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
+	if lo := ephemeralLow(); lo > 2048 {
+		span := min(lo-1024, 16384)
+		for range 64 {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(lo-1-rand.IntN(span))))
+			if err == nil {
+				addr := ln.Addr().String()
+				_ = ln.Close()
+				return addr
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -114,6 +132,24 @@ func FreeAddr(tb testing.TB) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
+}
+
+// ephemeralLow is the lowest port the kernel picks for outgoing
+// connections and ":0" listeners (0 when it cannot tell).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 // ProcConfig describes a child process.
