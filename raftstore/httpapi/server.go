@@ -357,7 +357,9 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		}
 		writeProblem(rc, p)
 	}
-	if perm != "" {
+	// A request relayed to the leader is audited there, under its caller
+	// and with the leader's answer; here only one refused or failed.
+	if perm != "" && !(forwarded && err == nil) {
 		s.audit(who, perm, rc, template, rid, err)
 	}
 	s.observe(rc, template, rid, forwarded, start)
