@@ -229,7 +229,7 @@ allow_unsigned: false
 serve_log: false
 
 tls:
-  # Serve HTTPS ('fencepost tls cert create --server --name fenced --dns
+  # Serve HTTPS ('fencepost tls cert create --service --name fenced --dns
   # <name>'); sidecars reach it with tls.originate or an intercepted https://
   # URL, verifying it against ca_file. Empty: plain HTTP, warned about at start
   # when addr is not loopback.

@@ -26,7 +26,7 @@ type Fenced struct {
 	// body digests) for demos and tests; off, it is 404.
 	ServeLog bool `yaml:"serve_log" doc:"serve GET /v1/log, every accepted write (demos, tests)"`
 	// TLS serves HTTPS with a certificate from the cluster CA (`fencepost
-	// tls cert create --server --name fenced --dns <its name>`). Off, the
+	// tls cert create --service --name fenced --dns <its name>`). Off, the
 	// service speaks plain HTTP, and says so at start when it listens
 	// beyond loopback.
 	TLS CertFiles `yaml:"tls"`

@@ -222,9 +222,7 @@ func (s *leaseState) renewed(deadline time.Time, now time.Time) (EventKind, seve
 		s.deadline = deadline
 	}
 	switch s.phase {
-	case phaseEnding, phaseGone:
-		return "", severed{}
-	case phaseCurrent:
+	case phaseEnding, phaseGone, phaseCurrent:
 		return "", severed{}
 	}
 	p := s.settle("", now)

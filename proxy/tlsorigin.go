@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"sort"
 	"strings"
+
+	"github.com/fencepost/fencepost/fence/pki"
 )
 
 // originTable maps the hosts the sidecar originates TLS for to their TLS
@@ -27,13 +27,9 @@ func newOriginTable(origins []TLSOrigin) (originTable, error) {
 		}
 		cfg := &tls.Config{ServerName: name, MinVersion: tls.VersionTLS12}
 		if o.CAFile != "" {
-			pem, err := os.ReadFile(o.CAFile)
+			pool, err := pki.LoadPool(o.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("%w: tls.originate[%d].caFile: %v", ErrInvalidConfig, i, err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: tls.originate[%d].caFile: no PEM certificates in %s", ErrInvalidConfig, i, o.CAFile)
 			}
 			cfg.RootCAs = pool
 		}

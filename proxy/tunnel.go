@@ -100,7 +100,6 @@ func (p *pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 	closer := &tunnelCloser{c: c}
 	defer closer.Close()
 	if !p.fenced.track(closer) {
-		_ = closer.Close()
 		return
 	}
 	defer p.fenced.untrack(closer)

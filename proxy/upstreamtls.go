@@ -5,7 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
+
+	"github.com/fencepost/fencepost/fence/pki"
 )
 
 // newInterceptTLS is the upstream TLS configuration of intercepted
@@ -17,13 +18,9 @@ func newInterceptTLS(caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return cfg, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := pki.LoadPool(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: intercept.upstreamCAFile: %v", ErrInvalidConfig, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%w: intercept.upstreamCAFile: no PEM certificates in %s", ErrInvalidConfig, caFile)
 	}
 	cfg.RootCAs = pool
 	return cfg, nil

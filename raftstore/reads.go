@@ -9,8 +9,8 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// maxListLimit bounds one page of Tasks.
-const maxListLimit = 1000
+// MaxListLimit bounds one page of Tasks; the API refuses a larger ?limit=.
+const MaxListLimit = 1000
 
 // linearize makes the next local read linearizable (the ReadIndex recipe,
 // as rqlite's waitForLinearizableRead): note the commit index, confirm
@@ -80,8 +80,8 @@ func (s *Store) Task(ctx context.Context, taskID string, stale bool) (*lease.Tas
 // Tasks lists tasks matching f, ordered by id, at most 1000 per page;
 // Next is set when there may be more. Linearizable unless stale.
 func (s *Store) Tasks(ctx context.Context, f lease.TaskFilter, stale bool) (api.TaskList, error) {
-	if f.Limit <= 0 || f.Limit > maxListLimit {
-		f.Limit = maxListLimit
+	if f.Limit <= 0 || f.Limit > MaxListLimit {
+		f.Limit = MaxListLimit
 	}
 	if !stale {
 		ctx, cancel := s.readCtx(ctx)

@@ -67,7 +67,12 @@ func askEveryMember(ctx context.Context, c *cluster.Client) (clusterHealth, erro
 	}
 	var first []string
 	for _, ep := range c.Endpoints() {
-		first = append(first, strings.TrimPrefix(ep, "http://"))
+		// Endpoints carry their scheme (https:// with TLS); members
+		// report bare host:port, which is what seen compares.
+		if _, hp, ok := strings.Cut(ep, "://"); ok {
+			ep = hp
+		}
+		first = append(first, ep)
 	}
 	ask(first)
 	seen := map[string]bool{}

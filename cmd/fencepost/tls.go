@@ -148,7 +148,7 @@ func runTLSCert(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case role == "":
 		return usageError(stderr, name, "give one of --member, --server, --sidecar, --operator, --reader, --service")
-	case *id == "" || strings.ContainsAny(*id, "/\\ \t"):
+	case !validCertName(*id):
 		return usageError(stderr, name, "--name is required and may not contain '/', '\\' or spaces")
 	case *days < 1:
 		return usageError(stderr, name, "--days must be at least 1")
@@ -254,6 +254,9 @@ func runTLSInit(args []string, stdout, stderr io.Writer) int {
 	var reqs []pki.Request
 	for _, r := range pki.Roles {
 		for _, n := range splitList(*lists[r]) {
+			if !validCertName(n) {
+				return usageError(stderr, name, fmt.Sprintf("--%s %q: a name may not contain '/', '\\' or spaces", r, n))
+			}
 			req := pki.Request{Name: n, Role: r, Validity: pki.DefaultCertValidity}
 			if r == pki.RoleMember {
 				req.DNSNames, req.IPs = []string{n, "localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
@@ -276,4 +279,10 @@ func runTLSInit(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "==> %s holds the CA and %d certificate(s)\n", *dir, len(files))
 	return exitOK
+}
+
+// validCertName is the rule for a certificate's name: it becomes part of
+// file names (<role>-<name>.pem), so no path separators or spaces.
+func validCertName(n string) bool {
+	return n != "" && !strings.ContainsAny(n, "/\\ \t")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +54,17 @@ func TestTLSSigningKeyIsWhatTheServerLoads(t *testing.T) {
 	key, err := config.Signing{KeyFile: path}.LoadKey()
 	require.NoError(t, err)
 	require.NotNil(t, key)
+}
+
+// TestTLSInitRefusesABadName: init names certificates as cert create
+// does, so a name that would be a path is one usage line and exit 2,
+// before anything is written.
+func TestTLSInitRefusesABadName(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	code, _, stderr := runCLI(t, "tls", "init", "--dir", dir, "--member", "n1,a/b")
+	require.Equal(t, exitUsage, code, stderr)
+	require.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+	require.Contains(t, stderr, `--member "a/b"`)
+	_, err := os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "nothing is written")
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -105,12 +106,7 @@ func (ca *CA) Issue(req Request, now time.Time) (Pair, error) {
 	if err != nil {
 		return Pair{}, fmt.Errorf("pki: generate key: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return Pair{}, fmt.Errorf("pki: serial: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
+	tmpl := &x509.Certificate{ // sign draws the serial number
 		Subject: pkix.Name{CommonName: req.Name, OrganizationalUnit: []string{string(req.Role)},
 			Organization: []string{"fencepost"}},
 		NotBefore:      now.Add(-clockSkew),
@@ -127,7 +123,7 @@ func (ca *CA) Issue(req Request, now time.Time) (Pair, error) {
 	case RoleService:
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	}
-	if (req.Role == RoleMember || req.Role == RoleService) && !contains(tmpl.DNSNames, req.Name) && net.ParseIP(req.Name) == nil {
+	if (req.Role == RoleMember || req.Role == RoleService) && !slices.Contains(tmpl.DNSNames, req.Name) && net.ParseIP(req.Name) == nil {
 		tmpl.DNSNames = append([]string{req.Name}, tmpl.DNSNames...)
 	}
 	if now.Add(req.Validity).After(ca.Cert.NotAfter) {
@@ -135,15 +131,6 @@ func (ca *CA) Issue(req Request, now time.Time) (Pair, error) {
 	}
 	pair, _, err := sign(tmpl, ca.Cert, key, ca.Key)
 	return pair, err
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sign creates the certificate and PEM-encodes it with the new key.

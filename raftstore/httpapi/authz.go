@@ -75,13 +75,30 @@ type principal struct {
 	id  pki.Identity
 	dev bool
 	// anon is a TLS caller without a client certificate: only PermPublic.
-	anon  bool
+	anon bool
+	// perms is the role's set from roleSets, shared, never written.
 	perms map[Permission]bool
+	// bodyReader is a reader named in Config.BodyReaders: PermReadBodies too.
+	bodyReader bool
 }
 
 func (p principal) has(perm Permission) bool {
-	return p.dev || perm == PermPublic || p.perms[perm]
+	return p.dev || perm == PermPublic || p.perms[perm] || (perm == PermReadBodies && p.bodyReader)
 }
+
+// roleSets is rolePerms as sets, built once: identifying a caller is on
+// every request's path and allocates nothing.
+var roleSets = func() map[pki.Role]map[Permission]bool {
+	out := make(map[pki.Role]map[Permission]bool, len(rolePerms))
+	for role, perms := range rolePerms {
+		set := make(map[Permission]bool, len(perms))
+		for _, perm := range perms {
+			set[perm] = true
+		}
+		out[role] = set
+	}
+	return out
+}()
 
 // caller is what the store is told about p (raftstore.Caller): sidecars
 // own their sessions and are held to quotas; an operator, a reader or the
@@ -94,14 +111,7 @@ func (p principal) caller() raftstore.Caller {
 }
 
 func principalOf(id pki.Identity, bodyReaders map[string]bool) principal {
-	p := principal{id: id, perms: map[Permission]bool{}}
-	for _, perm := range rolePerms[id.Role] {
-		p.perms[perm] = true
-	}
-	if id.Role == pki.RoleReader && bodyReaders[id.Name] {
-		p.perms[PermReadBodies] = true
-	}
-	return p
+	return principal{id: id, perms: roleSets[id.Role], bodyReader: id.Role == pki.RoleReader && bodyReaders[id.Name]}
 }
 
 // identify decides who sent rc: the verified client certificate's

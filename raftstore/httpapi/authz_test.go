@@ -359,3 +359,22 @@ func TestAuthzRateUnlimited(t *testing.T) {
 		require.NotEqual(t, http.StatusTooManyRequests, r.status, "request %d limited: %s", i, r.body)
 	}
 }
+
+// TestAuthzPprofOperatorsOnly: with the profiler on, only operators reach
+// it; a reader or a sidecar gets 403 naming "profile", a caller without a
+// certificate 401.
+func TestAuthzPprofOperatorsOnly(t *testing.T) {
+	c := startTLSClusterWith(t, 1, lease.Quota{}, func(h *httpapi.Config) { h.Pprof = true })
+	const path = "/debug/pprof/cmdline"
+	require.Equal(t, http.StatusOK, c.as(t, 0, operator).do("GET", path, nil).status)
+	for _, id := range []pki.Identity{reader, sidecarA} {
+		a := c.as(t, 0, id)
+		a.forbidden(a.do("GET", path, nil), httpapi.CodeForbidden, `"profile"`)
+	}
+	caPEM, err := os.ReadFile(c.kit.CAFile)
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(caPEM))
+	anon := c.asTLS(t, 0, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13})
+	require.Equal(t, http.StatusUnauthorized, anon.do("GET", path, nil).status)
+}

@@ -14,16 +14,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/raftstore"
 	"github.com/valyala/fasthttp"
 )
 
 // MaxIDBytes bounds every id the API accepts (task, session, worker, node,
 // journal key, request id). The store may enforce a smaller bound of its own.
 const MaxIDBytes = 256
-
-// maxListLimit bounds ?limit= on GET /v1/tasks (Config.MaxListBytes
-// bounds the page's size as well).
-const maxListLimit = 1000
 
 // decodeBody strictly decodes a JSON object into v. An empty body decodes as
 // {}, so bodiless POSTs (cancel, signal, heartbeat) work from curl. It
@@ -158,8 +155,8 @@ func parseTaskFilter(q map[string]string) (lease.TaskFilter, error) {
 	}
 	if v := q["limit"]; v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			return f, fmt.Errorf("%w: limit must be an integer in [1, %d]", ErrBadRequest, maxListLimit)
+		if err != nil || n < 1 || n > raftstore.MaxListLimit {
+			return f, fmt.Errorf("%w: limit must be an integer in [1, %d]", ErrBadRequest, raftstore.MaxListLimit)
 		}
 		f.Limit = n
 	}

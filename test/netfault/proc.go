@@ -135,8 +135,8 @@ func FreeAddr(tb testing.TB) string {
 }
 
 // ephemeralLow is the lowest port the kernel picks for outgoing
-// connections and ":0" listeners (0 when it cannot tell).
-func ephemeralLow() int {
+// connections and ":0" listeners (0 when it cannot tell), read once.
+var ephemeralLow = sync.OnceValue(func() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 0
@@ -150,7 +150,7 @@ func ephemeralLow() int {
 		return 0
 	}
 	return lo
-}
+})
 
 // ProcConfig describes a child process.
 type ProcConfig struct {
