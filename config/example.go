@@ -69,11 +69,13 @@ raft:
 leases:
   default_profile: short       # used when a task is created without a profile
   # Rules for every profile: heartbeat <= ttl/3, min_ttl <= ttl <= max_ttl,
-  # ttl >= 1.5 x raft.election_timeout. Profiles listed here are added to the
-  # defaults (short, workflow) or change their fields.
+  # ttl >= 1.5 x raft.election_timeout, progress_timeout 0 or >= ttl. Profiles
+  # listed here are added to the defaults (short, workflow) or change their
+  # fields. progress_timeout: a lease that shows no progress (checkpoint or
+  # POST /v1/progress) for this long is reclaimed, reason stalled (0: never).
   profiles:
-    short:    {ttl: 21s, heartbeat: 7s}
-    workflow: {ttl: 45s, heartbeat: 15s}
+    short:    {ttl: 21s, heartbeat: 7s, progress_timeout: 5m}
+    workflow: {ttl: 45s, heartbeat: 15s, progress_timeout: 30m}
   grace: 5s                    # suspect_dead -> expired; a heartbeat within it revives the lease
   min_ttl: 1s
   max_ttl: 10m

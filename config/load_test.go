@@ -46,7 +46,7 @@ func TestLoadServerDefaults(t *testing.T) {
 	require.Equal(t, "127.0.0.1:7401", s.RaftAdvertise)
 	require.True(t, s.ShouldBootstrap())
 	require.Equal(t, 300*time.Millisecond, s.Raft.ElectionTimeout.Std())
-	require.Equal(t, Profile{TTL: Duration(21 * time.Second), Heartbeat: Duration(7 * time.Second)}, s.Leases.Profiles["short"])
+	require.Equal(t, Profile{TTL: Duration(21 * time.Second), Heartbeat: Duration(7 * time.Second), ProgressTimeout: Duration(5 * time.Minute)}, s.Leases.Profiles["short"])
 	require.Equal(t, ByteSize(1<<20), s.Leases.CheckpointMaxBytes)
 }
 
@@ -160,7 +160,7 @@ func TestProfilesMergeWithDefaults(t *testing.T) {
 	cfg, err := Parse(RoleServer, []byte("leases:\n  profiles:\n    short: {ttl: 30s}\n    batch: {ttl: 2m, heartbeat: 30s}\n"), "s.yaml")
 	require.NoError(t, err)
 	p := cfg.(*Server).Leases.Profiles
-	require.Equal(t, Profile{TTL: Duration(30 * time.Second), Heartbeat: Duration(7 * time.Second)}, p["short"])
+	require.Equal(t, Profile{TTL: Duration(30 * time.Second), Heartbeat: Duration(7 * time.Second), ProgressTimeout: Duration(5 * time.Minute)}, p["short"])
 	require.Equal(t, Profile{TTL: Duration(2 * time.Minute), Heartbeat: Duration(30 * time.Second)}, p["batch"])
 	require.Contains(t, p, "workflow")
 }

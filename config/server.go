@@ -121,6 +121,10 @@ type Profile struct {
 	// Heartbeat is the interval the sidecar heartbeats at; at most TTL/3 so
 	// two heartbeats can be lost before the lease lapses.
 	Heartbeat Duration `yaml:"heartbeat" doc:"heartbeat interval, at most ttl/3"`
+	// ProgressTimeout is how long a lease may show no progress (a
+	// checkpoint or a progress mark) before the cluster reclaims it with
+	// reason stalled; 0: no progress deadline (DESIGN.md 13).
+	ProgressTimeout Duration `yaml:"progress_timeout" doc:"reclaim a lease that shows no progress (checkpoint or progress mark) for this long, reason stalled (0: never; else >= ttl)"`
 }
 
 // Signing configures the Ed25519 key that signs fencing tokens.
@@ -137,7 +141,7 @@ func DefaultServer() *Server {
 	// owns it; only the addresses are the CLI's own.
 	profiles := map[string]Profile{}
 	for name, p := range raftstore.DefaultProfiles() {
-		profiles[name] = Profile{TTL: Duration(p.TTL), Heartbeat: Duration(p.Heartbeat)}
+		profiles[name] = Profile{TTL: Duration(p.TTL), Heartbeat: Duration(p.Heartbeat), ProgressTimeout: Duration(p.ProgressTimeout)}
 	}
 	return &Server{
 		HTTPAddr: "127.0.0.1:7400",
@@ -345,6 +349,10 @@ func (l Leases) validate(p *problems, election Duration) {
 			p.invalid(key+".heartbeat", "must be > 0 (got %s)", prof.Heartbeat)
 		case prof.TTL > 0 && prof.Heartbeat > Duration(raftstore.MaxHeartbeat(prof.TTL.Std())):
 			p.invalid(key+".heartbeat", "must be <= ttl/3 (ttl %s → max %s, got %s)", prof.TTL, ms(Duration(raftstore.MaxHeartbeat(prof.TTL.Std()))), prof.Heartbeat)
+		}
+		if min := Duration(raftstore.MinProgressTimeout(raftstore.Profile{TTL: prof.TTL.Std()})); prof.ProgressTimeout < 0 ||
+			(prof.ProgressTimeout > 0 && prof.ProgressTimeout < min) {
+			p.invalid(key+".progress_timeout", "must be 0 (no progress deadline) or >= ttl (%s, got %s)", prof.TTL, prof.ProgressTimeout)
 		}
 	}
 }

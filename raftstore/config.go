@@ -19,7 +19,17 @@ type Profile struct {
 	TTL time.Duration
 	// Heartbeat is the interval the sidecar is told to heartbeat at; at most TTL/3.
 	Heartbeat time.Duration
+	// ProgressTimeout, when positive, is how long a lease may show no
+	// progress (a checkpoint, or a progress mark a heartbeat carries)
+	// before the cluster suspects, expires and reclaims it with reason
+	// stalled (DESIGN.md 13). Zero: no progress deadline. At least
+	// MinProgressTimeout.
+	ProgressTimeout time.Duration
 }
+
+// MinProgressTimeout is the shortest progress timeout a profile may have:
+// its TTL, so a stall is never declared faster than a death would be.
+func MinProgressTimeout(p Profile) time.Duration { return p.TTL }
 
 // Defaults applied to zero Config fields.
 const (
@@ -79,11 +89,14 @@ func MaxHeartbeat(ttl time.Duration) time.Duration { return ttl / 3 }
 // a lease (DESIGN.md 4.1).
 func MinTTL(election time.Duration) time.Duration { return election * 3 / 2 }
 
-// DefaultProfiles are the seed's profiles: short {21s, 7s}, workflow {45s, 15s}.
+// DefaultProfiles are the seed's profiles: short {21s, 7s, progress 5m},
+// workflow {45s, 15s, progress 30m}. The progress timeouts fit the seed's
+// table: a short task's step takes minutes, a multi-step run's tens of
+// minutes.
 func DefaultProfiles() map[string]Profile {
 	return map[string]Profile{
-		"short":    {TTL: 21 * time.Second, Heartbeat: 7 * time.Second},
-		"workflow": {TTL: 45 * time.Second, Heartbeat: 15 * time.Second},
+		"short":    {TTL: 21 * time.Second, Heartbeat: 7 * time.Second, ProgressTimeout: 5 * time.Minute},
+		"workflow": {TTL: 45 * time.Second, Heartbeat: 15 * time.Second, ProgressTimeout: 30 * time.Minute},
 	}
 }
 
@@ -314,6 +327,8 @@ func (c Config) Validate() error {
 			return bad("Profiles[%s].TTL %s must be at least 1.5 × ElectionTimeout (%s)", name, p.TTL, minTTL)
 		case p.Heartbeat <= 0 || p.Heartbeat > MaxHeartbeat(p.TTL):
 			return bad("Profiles[%s].Heartbeat %s must be positive and at most TTL/3 (%s)", name, p.Heartbeat, MaxHeartbeat(p.TTL))
+		case p.ProgressTimeout < 0 || (p.ProgressTimeout > 0 && p.ProgressTimeout < MinProgressTimeout(p)):
+			return bad("Profiles[%s].ProgressTimeout %s must be 0 (none) or at least the TTL (%s)", name, p.ProgressTimeout, MinProgressTimeout(p))
 		}
 	}
 	return nil

@@ -43,7 +43,7 @@ func (s *Store) runExpiry(ctx context.Context) {
 func (s *Store) planExpiry(now time.Time) []lease.Command {
 	var cmds []lease.Command
 	s.fsm.read(func(m *lease.Model) {
-		in := expiryInput{Leases: m.LiveScan(), IntentsUntil: m.IntentsUntil, Sessions: m.SessionIDs()}
+		in := expiryInput{Leases: m.LiveScan(), IntentsUntil: m.IntentsUntil, Sessions: m.SessionIDs(), Profile: m.TaskProfile}
 		for _, id := range m.WaitingDue(now) {
 			if t, ok := m.Task(id); ok && t.Lease != nil {
 				if in.Waiting == nil {
@@ -104,6 +104,7 @@ func (s *Store) observeExpiry(c *lease.Command, res lease.Result) {
 	case lease.OpReclaim:
 		s.m.reclaimed.Inc()
 		s.m.inDoubt.Add(float64(len(res.InDoubt)))
+		s.observeEnd(res)
 	case lease.OpSignal:
 		s.observeSignal(c, res)
 	case lease.OpCloseSession:

@@ -35,6 +35,9 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 		if err := s.cmds.checkTaskID(h.TaskID); err != nil {
 			return api.HeartbeatResponse{}, err
 		}
+		if h.SinceProgressMs > api.MaxSinceProgressMs {
+			return api.HeartbeatResponse{}, invalid("sinceProgressMs must be at most %d", uint64(api.MaxSinceProgressMs))
+		}
 	}
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
@@ -69,7 +72,7 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 	if err := s.verify.wait(ctx); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
-	resp, err := s.heartbeatReply(ctx, sessionID, req)
+	resp, err := s.heartbeatReply(ctx, sessionID, req, recv)
 	if err != nil {
 		return api.HeartbeatResponse{}, err
 	}
@@ -86,13 +89,16 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string, req api.Heartbe
 }
 
 // heartbeatReply builds the per-lease answer from the state after the
-// verify round, ordered by task id, reviving suspect leases on the way.
-func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+// verify round, ordered by task id, recording the progress marks the
+// request carries (received at recv) and reviving suspect leases on the
+// way.
+func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.HeartbeatRequest, recv time.Time) (api.HeartbeatResponse, error) {
 	var (
 		ok       bool
 		resp     = api.HeartbeatResponse{Leases: make([]api.LeaseState, 0, len(req.Leases))}
 		minTTL   time.Duration
 		suspects []lease.Lease
+		marks    = progressMarks(req, recv)
 	)
 	s.fsm.read(func(m *lease.Model) {
 		if ok = m.HasSession(sessionID); !ok {
@@ -100,6 +106,18 @@ func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.He
 		}
 		for l := range m.SessionScan(sessionID) {
 			st := api.LeaseState{TaskID: l.TaskID, Epoch: l.Epoch, Status: l.Status}
+			k := leaseKey{l.TaskID, l.Epoch}
+			if at, marked := marks[k]; marked {
+				s.lessor.progressed(k, at)
+			}
+			if s.stallHolds(m, l) {
+				// Stays suspect with no renewal: the sidecar blocks its
+				// writes and keeps naming the lease, so a progress mark
+				// in a later heartbeat can still revive it.
+				st.Reason = lease.ReasonStalled
+				resp.Leases = append(resp.Leases, st)
+				continue
+			}
 			switch l.Status {
 			case lease.StatusActive:
 				st.ValidForMs = l.TTL.Milliseconds()
@@ -151,6 +169,34 @@ func (s *Store) heartbeatReply(ctx context.Context, sessionID string, req api.He
 	}
 	resp.ValidForMs = minTTL.Milliseconds()
 	return resp, nil
+}
+
+// progressMarks returns, per lease, when the request says its worker last
+// showed progress: the arrival minus how long before sending it happened,
+// never earlier than the mark really was (the request was sent before it
+// arrived). Nil when the request carries none.
+func progressMarks(req api.HeartbeatRequest, recv time.Time) map[leaseKey]time.Time {
+	var marks map[leaseKey]time.Time
+	for _, h := range req.Leases {
+		if h.SinceProgressMs == 0 {
+			continue
+		}
+		if marks == nil {
+			marks = map[leaseKey]time.Time{}
+		}
+		marks[leaseKey{h.TaskID, h.Epoch}] = recv.Add(-time.Duration(h.SinceProgressMs) * time.Millisecond)
+	}
+	return marks
+}
+
+// stallHolds reports whether l is suspected of stalling and has shown no
+// progress since: a heartbeat alone must not revive it (progress.go).
+func (s *Store) stallHolds(m *lease.Model, l *lease.Lease) bool {
+	if l.Status != lease.StatusSuspectDead || l.Reason != lease.ReasonStalled || s.lessor.stallOf == nil {
+		return false
+	}
+	name, _ := m.TaskProfile(l.TaskID)
+	return !s.lessor.stallCleared(*l, s.lessor.stallOf(name))
 }
 
 // cmpLeaseState orders lease states by task id, then epoch.

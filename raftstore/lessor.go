@@ -34,6 +34,8 @@ type lessor struct {
 	spread float64
 	// idle closes sessions without a heartbeat for this long.
 	idle time.Duration
+	// stallOf gives a profile's progress deadline (progress.go); nil: none.
+	stallOf stallLimitsFunc
 
 	leading    bool
 	promotedAt time.Time
@@ -70,10 +72,16 @@ type sessionClock struct {
 type tracked struct {
 	at  time.Time
 	gen uint64
+	// progress is the lease's last progress known to this leader, zero
+	// when none since it took office (progress.go).
+	progress time.Time
+	// limits are the lease's stall limits, cached once limitsKnown.
+	limits      stallLimits
+	limitsKnown bool
 }
 
-func newLessor(clock Clock, grace, idle time.Duration) *lessor {
-	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1,
+func newLessor(clock Clock, grace, idle time.Duration, stallOf stallLimitsFunc) *lessor {
+	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1, stallOf: stallOf,
 		deadlines: map[leaseKey]tracked{}, sessions: map[string]sessionClock{}}
 }
 
@@ -97,7 +105,8 @@ func (l *lessor) stagger(k leaseKey, ttl time.Duration) time.Duration {
 // extend sets k's deadline to at least d; deadlines never move back.
 func (l *lessor) extend(k leaseKey, d time.Time) {
 	if cur, ok := l.deadlines[k]; !ok || d.After(cur.at) {
-		l.deadlines[k] = tracked{at: d, gen: cur.gen}
+		cur.at = d
+		l.deadlines[k] = cur
 	}
 }
 
@@ -236,6 +245,9 @@ type expiryInput struct {
 	Waiting map[string]uint64
 	// Sessions yields every open session id.
 	Sessions iter.Seq[string]
+	// Profile returns a task's profile name, for its progress deadline
+	// (looked up once per lease). Nil: no progress deadlines.
+	Profile func(task string) (string, bool)
 }
 
 // plan decides the leader's proposals for this tick, at most limit of
@@ -268,6 +280,7 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 				tr.at = ls.ExpiresAt
 			}
 			tr.gen = l.gen
+			l.limitsLocked(&tr, in.Profile, ls.TaskID)
 			l.deadlines[k] = tr
 			if len(out) >= limit {
 				continue // keep marking, so the sweep below stays right
@@ -283,8 +296,19 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 			case lease.StatusActive:
 				if now.After(d) && now.After(l.renewedLocked(ls, d)) {
 					add(lease.Command{Op: lease.OpSuspect, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "heartbeat overdue"})
+				} else if l.stalledLocked(ls, tr, now) {
+					add(lease.Command{Op: lease.OpSuspect, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: lease.ReasonStalled})
 				}
 			case lease.StatusSuspectDead:
+				if ls.Reason == lease.ReasonStalled {
+					// Heartbeats do not save a stalled lease (its sidecar
+					// is alive; its worker shows nothing): only progress
+					// does, through a revive in the heartbeat path.
+					if now.After(l.stallExpiryLocked(ls, tr)) {
+						add(lease.Command{Op: lease.OpExpire, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: lease.ReasonStalled})
+					}
+					continue
+				}
 				if now.After(d.Add(l.grace)) && now.After(l.renewedLocked(ls, d).Add(l.grace)) {
 					add(lease.Command{Op: lease.OpExpire, TaskID: ls.TaskID, Epoch: ls.Epoch, Reason: "grace over"})
 				}

@@ -49,7 +49,7 @@ type lessorModel struct {
 
 func newLessorModel(t *testing.T) *lessorModel {
 	c := newFakeClock()
-	return &lessorModel{t: t, clock: c, m: lease.New(), l: newLessor(c, lGrace, time.Hour)}
+	return &lessorModel{t: t, clock: c, m: lease.New(), l: newLessor(c, lGrace, time.Hour, nil)}
 }
 
 func (lm *lessorModel) apply(cmd lease.Command) lease.Result {
@@ -70,7 +70,7 @@ func (lm *lessorModel) grant(task, session string) lease.Lease {
 
 // tick runs one expiry plan and applies it; it returns the ops proposed.
 func (lm *lessorModel) tick() []lease.Op {
-	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil, Waiting: map[string]uint64{}, Sessions: lm.m.SessionIDs()}
+	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil, Waiting: map[string]uint64{}, Sessions: lm.m.SessionIDs(), Profile: lm.m.TaskProfile}
 	for _, id := range lm.m.WaitingDue(lm.clock.Now()) {
 		t, _ := lm.m.Task(id)
 		in.Waiting[id] = t.Lease.Epoch
@@ -219,7 +219,7 @@ func TestLessorReclaimWaitsForIntents(t *testing.T) {
 
 func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 	c := newFakeClock()
-	l := newLessor(c, lGrace, time.Hour)
+	l := newLessor(c, lGrace, time.Hour, nil)
 	start := c.Now()
 	var leases []lease.Lease
 	for i := range 200 {

@@ -28,6 +28,8 @@ type metrics struct {
 	proposalLatency  prometheus.Histogram
 	applyErrors      *prometheus.CounterVec
 	verifyRounds     prometheus.CounterFunc
+	leaseEnds        *prometheus.CounterVec
+	stalledReclaims  prometheus.Counter
 
 	collectors []prometheus.Collector
 }
@@ -63,6 +65,13 @@ func newMetrics(s *Store) *metrics {
 		applyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "cluster",
 			Name: "apply_errors_total", Help: "Proposals the model refused, by op and error code."}, []string{"op", "code"}),
 	}
+	m.leaseEnds = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "cluster",
+		Name: "lease_ends_total", Help: "Leases ended, by reason (lease.EndReasons): the worker's own completed/failed/given_back, worker_exited and worker_unhealthy (the sidecar saw its worker die), stalled and expired (reclaimed by the cluster), revoked, waiting, session_closed."},
+		[]string{"reason"})
+	for _, r := range lease.EndReasons() {
+		m.leaseEnds.WithLabelValues(r)
+	}
+	m.stalledReclaims = counter("lease_stalled_reclaims_total", "Leases reclaimed because they showed no progress within their profile's progress timeout (reason stalled); a subset of lease_reclaimed_total.")
 	m.verifyRounds = prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Subsystem: "cluster",
 		Name: "verify_leader_rounds_total", Help: "VerifyLeader rounds run (each serves a batch of heartbeats and reads)."},
 		func() float64 {
@@ -82,7 +91,7 @@ func newMetrics(s *Store) *metrics {
 	m.collectors = []prometheus.Collector{
 		m.heartbeats, m.heartbeatLatency, m.renewals, m.suspected, m.expired, m.reclaimed, m.revived,
 		m.resumed, m.inDoubt, m.sessionsClosed, m.pausedSeconds, m.alarms, m.proposalLatency,
-		m.applyErrors, m.verifyRounds, s.layer.refused,
+		m.applyErrors, m.verifyRounds, m.leaseEnds, m.stalledReclaims, s.layer.refused,
 		gauge("leader", "1 when this node is the raft leader.", func() float64 {
 			if s.raft.State() == raft.Leader {
 				return 1

@@ -81,7 +81,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.hclog = newHCLog(s.log.Named("raft"))
 	s.fsm = newFSM(s.log)
-	s.lessor = newLessor(cfg.Clock, cfg.Grace, cfg.SessionIdle)
+	s.lessor = newLessor(cfg.Clock, cfg.Grace, cfg.SessionIdle, profileStallLimits(cfg.Profiles))
 	if err := s.openRaft(); err != nil {
 		s.closeStorage()
 		return nil, err

@@ -77,7 +77,12 @@ func (s *Store) CloseSession(ctx context.Context, rid, sessionID string) error {
 	// The lessor's entry for the session is dropped by the expiry loop's
 	// sweep, which reads the model: dropping it here, after the apply,
 	// could wipe a renewal of the same id opened again meanwhile.
-	_, err = s.run(ctx, rid, cmd)
+	res, err := s.run(ctx, rid, cmd)
+	if err == nil && !res.Duplicate {
+		for i := range res.Released {
+			s.observeEnd(lease.Result{Lease: &res.Released[i]})
+		}
+	}
 	return err
 }
 
@@ -152,14 +157,20 @@ func (s *Store) grant(ctx context.Context, rid string, cmd *lease.Command) (api.
 // the checkpoint survives failover, restart and snapshot restore (I5).
 func (s *Store) Checkpoint(ctx context.Context, rid, taskID string, req api.CheckpointRequest) (*lease.Task, error) {
 	cmd, err := s.cmds.Checkpoint(taskID, req)
-	return s.runTask(ctx, rid, cmd, err)
+	t, err := s.runTask(ctx, rid, cmd, err)
+	if err == nil {
+		// A checkpoint is progress (DESIGN.md 13); this node applied it
+		// as leader, so its lessor is the one that judges stalls.
+		s.lessor.progressed(leaseKey{taskID, req.Epoch}, cmd.Time)
+	}
+	return t, err
 }
 
 // Wait closes the caller's lease and parks the task until a signal or,
 // with TimeoutMs, the deadline (the leader signals it then).
 func (s *Store) Wait(ctx context.Context, rid, taskID string, req api.WaitRequest) (*lease.Task, error) {
 	cmd, err := s.cmds.Wait(taskID, req, s.clock.Now())
-	return s.runTask(ctx, rid, cmd, err)
+	return s.runEnding(ctx, rid, cmd, err)
 }
 
 // Signal wakes a waiting task; it becomes claimable with the payload.
@@ -176,19 +187,19 @@ func (s *Store) Signal(ctx context.Context, rid, taskID string, req api.SignalRe
 // Release ends the caller's lease as completed, failed or given back.
 func (s *Store) Release(ctx context.Context, rid, taskID string, req api.ReleaseRequest) (*lease.Task, error) {
 	cmd, err := s.cmds.Release(taskID, req)
-	return s.runTask(ctx, rid, cmd, err)
+	return s.runEnding(ctx, rid, cmd, err)
 }
 
 // Revoke takes the live lease away (Epoch 0: whatever lease is live).
 func (s *Store) Revoke(ctx context.Context, rid, taskID string, req api.RevokeRequest) (*lease.Task, error) {
 	cmd, err := s.cmds.Revoke(taskID, req)
-	return s.runTask(ctx, rid, cmd, err)
+	return s.runEnding(ctx, rid, cmd, err)
 }
 
 // Cancel cancels a task for good, revoking its live lease.
 func (s *Store) Cancel(ctx context.Context, rid, taskID string, req api.CancelRequest) (*lease.Task, error) {
 	cmd, err := s.cmds.Cancel(taskID, req)
-	return s.runTask(ctx, rid, cmd, err)
+	return s.runEnding(ctx, rid, cmd, err)
 }
 
 // DeleteTask deletes a completed, failed or cancelled task. Its epochs are

@@ -40,7 +40,8 @@ func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // overlay replaces a lease's replicated ExpiresAt and HeartbeatAt with the
-// leader's in-memory view (renewals are not replicated).
+// leader's in-memory view (renewals are not replicated), and adds the
+// leader's ProgressAt (progress marks are not replicated either).
 func (s *Store) overlay(l *lease.Lease) {
 	if l == nil || !l.Status.Live() || !s.IsLeader() {
 		return
@@ -51,6 +52,7 @@ func (s *Store) overlay(l *lease.Lease) {
 	if hb, ok := s.lessor.lastHeartbeat(l.SessionID); ok && hb.After(l.HeartbeatAt) {
 		l.HeartbeatAt = hb
 	}
+	l.ProgressAt = s.lessor.progressAt(*l)
 }
 
 // Task returns one task; linearizable unless stale.

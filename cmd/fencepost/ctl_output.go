@@ -148,6 +148,13 @@ func taskDetail(w io.Writer, t *lease.Task) {
 	kv("payload", showBytes(t.Payload))
 	if l := t.Lease; l != nil {
 		kv("lease", fmt.Sprintf("epoch %d %s, worker %s, session %s, %s", l.Epoch, l.Status, l.WorkerID, l.SessionID, leaseWhen(l)))
+		if l.Reason != "" {
+			kv("lease reason", l.Reason) // worker_exited, worker_unhealthy, stalled, ...
+		}
+		if !l.ProgressAt.IsZero() {
+			// The leader's: what its progress deadline counts from.
+			kv("last progress", relTime(l.ProgressAt))
+		}
 	} else {
 		kv("lease", "-")
 	}

@@ -145,6 +145,8 @@ func TestCtlTaskVerbs(t *testing.T) {
 	require.Equal(t, lease.StatusActive, g.Lease.Status)
 	list = ctlJSON[api.TaskList](t, ep, "tasks", "list", "--status", "active")
 	require.Len(t, list.Tasks, 1)
+	require.Regexp(t, `last progress\s+\S`, ctlOK(t, ep, "tasks", "get", "run_1"), "the leader shows what the progress deadline counts from")
+	require.False(t, ctlJSON[lease.Task](t, ep, "tasks", "get", "run_1").Lease.ProgressAt.IsZero())
 	task = ctlJSON[lease.Task](t, ep, "tasks", "revoke", "run_1", "--epoch", strconv.FormatUint(g.Epoch, 10), "--reason", "ops")
 	require.Equal(t, lease.StatusRevoked, task.Lease.Status)
 	require.Equal(t, "ops", task.Lease.Reason)

@@ -94,7 +94,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 	}
 	profiles := make(map[string]raftstore.Profile, len(cfg.Leases.Profiles))
 	for name, p := range cfg.Leases.Profiles {
-		profiles[name] = raftstore.Profile{TTL: p.TTL.Std(), Heartbeat: p.Heartbeat.Std()}
+		profiles[name] = raftstore.Profile{TTL: p.TTL.Std(), Heartbeat: p.Heartbeat.Std(), ProgressTimeout: p.ProgressTimeout.Std()}
 	}
 	var nc node.Config
 	nc.Logger = log

@@ -73,7 +73,18 @@ type Session struct {
 type HeldLease struct {
 	TaskID string `json:"taskId"`
 	Epoch  uint64 `json:"epoch"`
+	// SinceProgressMs is how long before this heartbeat was sent the
+	// worker last showed progress under this lease (a progress mark or a
+	// checkpoint), at least 1; absent (0) when it has shown none. The
+	// leader keeps the latest in memory and enforces the profile's
+	// progress timeout from it (DESIGN.md 13), so a mark costs no raft
+	// write. At most MaxSinceProgressMs.
+	SinceProgressMs uint64 `json:"sinceProgressMs,omitempty"`
 }
+
+// MaxSinceProgressMs bounds HeldLease.SinceProgressMs (30 days): a larger
+// value says nothing a progress timeout could use.
+const MaxSinceProgressMs = 30 * 24 * 3600 * 1000
 
 // HeartbeatRequest renews the session and every lease held through it.
 // Leases lists what the sidecar believes it holds, so the cluster can tell

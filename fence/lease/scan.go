@@ -86,3 +86,13 @@ func (m *Model) SessionOwner(id string) (string, bool) {
 	}
 	return s.Owner, true
 }
+
+// TaskProfile returns the profile name of task id, if it exists: the
+// leader looks up a lease's progress timeout by it once per lease.
+func (m *Model) TaskProfile(id string) (string, bool) {
+	t, ok := m.tasks[id]
+	if !ok {
+		return "", false
+	}
+	return t.Profile, true
+}

@@ -39,7 +39,7 @@ func (m *Model) closeSession(c *Command) Result {
 		t := m.writable(m.tasks[tid])
 		switch t.Lease.Status {
 		case StatusActive:
-			m.endLease(t, StatusReleased, c, "session closed")
+			m.endLease(t, StatusReleased, c, sessionClosedReason)
 			m.makeClaimable(t, c)
 			res.Released = append(res.Released, *t.Lease)
 		case StatusSuspectDead:
@@ -353,6 +353,13 @@ func (m *Model) suspect(c *Command) Result {
 		return Result{Err: err, Task: cloneOrNil(t)}
 	}
 	l.Status, l.StatusAt = StatusSuspectDead, c.Time
+	if c.Reason == ReasonStalled {
+		// Only this reason is kept: it changes what may revive the lease
+		// (progress, not a heartbeat) and what the lease ends with. Other
+		// suspicions keep the record as it always was, so replicas of two
+		// versions replaying one log hold the same state.
+		l.Reason = ReasonStalled
+	}
 	t.UpdatedAt = c.Time
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
@@ -368,6 +375,9 @@ func (m *Model) revive(c *Command) Result {
 		return Result{Err: ErrNotHolder, Task: t.clone()}
 	}
 	l.Status, l.StatusAt = StatusActive, c.Time
+	if l.Reason == ReasonStalled {
+		l.Reason = "" // the holder showed progress: it is no longer stalled
+	}
 	l.HeartbeatAt, l.ExpiresAt = c.Time, c.Time.Add(l.TTL)
 	t.UpdatedAt = c.Time
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
@@ -405,7 +415,11 @@ func (m *Model) reclaim(c *Command) Result {
 	for _, e := range doubt {
 		e.State = EffectInDoubt
 	}
-	m.endLease(t, StatusReclaimed, c, "resume guard passed")
+	why := "resume guard passed"
+	if l.Reason == ReasonStalled {
+		why = ReasonStalled // the lease-end reason says why it was taken back
+	}
+	m.endLease(t, StatusReclaimed, c, why)
 	m.makeClaimable(t, c)
 	res := Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 	for _, e := range doubt {

@@ -77,6 +77,13 @@ type Lease struct {
 	Status      Status        `json:"status"`
 	StatusAt    time.Time     `json:"statusAt"`
 	Reason      string        `json:"reason,omitempty"`
+	// ProgressAt is the moment the lease's progress deadline counts from:
+	// its last progress the leader knows of (a checkpoint or a progress
+	// mark carried by a heartbeat), its grant, or the leader's taking
+	// office, whichever is latest. It lives in the leader's memory, never
+	// in the replicated record: the API overlays it on live leases, and it
+	// is zero when read from a follower.
+	ProgressAt time.Time `json:"progressAt,omitzero"`
 }
 
 // EffectState is the state of one journaled side effect.

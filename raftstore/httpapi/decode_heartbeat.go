@@ -11,7 +11,7 @@ import (
 // Every sidecar sends one per interval naming each lease it holds, and
 // encoding/json's reflection was the largest single cost of the leader's
 // heartbeat path, so the plain shape clients send ({"leases":[{"taskId":
-// "...","epoch":N},...]}, any JSON whitespace, keys in any order) is parsed
+// "...","epoch":N,"sinceProgressMs":N},...]}, any JSON whitespace, keys in any order) is parsed
 // by hand. Anything else — escapes in strings, other or repeated keys,
 // numbers that are not plain unsigned integers, trailing data — goes to
 // decodeBody, which decides and words the error; the fast path never
@@ -110,7 +110,7 @@ func (p *hbParser) uint() (uint64, bool) {
 	return v, err == nil
 }
 
-// held reads one {"taskId":...,"epoch":...} object.
+// held reads one {"taskId":...,"epoch":...,"sinceProgressMs":...} object.
 func (p *hbParser) held() (api.HeldLease, bool) {
 	var h api.HeldLease
 	if !p.lit('{') {
@@ -119,7 +119,7 @@ func (p *hbParser) held() (api.HeldLease, bool) {
 	if p.lit('}') {
 		return h, true
 	}
-	var seenTask, seenEpoch, ok bool
+	var seenTask, seenEpoch, seenProgress, ok bool
 	for {
 		key, kok := p.raw()
 		if !kok || !p.lit(':') {
@@ -134,6 +134,11 @@ func (p *hbParser) held() (api.HeldLease, bool) {
 		case string(key) == "epoch" && !seenEpoch:
 			seenEpoch = true
 			if h.Epoch, ok = p.uint(); !ok {
+				return h, false
+			}
+		case string(key) == "sinceProgressMs" && !seenProgress:
+			seenProgress = true
+			if h.SinceProgressMs, ok = p.uint(); !ok {
 				return h, false
 			}
 		default:

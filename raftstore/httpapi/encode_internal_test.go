@@ -83,7 +83,8 @@ func TestParseHeartbeatTakesPlainBodies(t *testing.T) {
 		require.True(t, ok, "seed %d, case %d: %s", seed, i, body)
 		require.Equal(t, req, got, "seed %d, case %d: %s", seed, i, body)
 	}
-	for _, body := range []string{`{}`, `{"leases":null}`, `{"leases":[]}`, ` { "leases" : [ { } ] } `, `{"leases":[{"epoch":0,"taskId":"x"}]}`} {
+	for _, body := range []string{`{}`, `{"leases":null}`, `{"leases":[]}`, ` { "leases" : [ { } ] } `, `{"leases":[{"epoch":0,"taskId":"x"}]}`,
+		`{"leases":[{"taskId":"x","sinceProgressMs":7,"epoch":3}]}`} {
 		_, ok := parseHeartbeat([]byte(body))
 		require.True(t, ok, body)
 	}
@@ -109,7 +110,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	for _, s := range []string{`{}`, `{"leases":null}`, `{"leases":[{"taskId":"a","epoch":1},{"epoch":2,"taskId":"b"}]}`,
 		` {"leases" :[ {"taskId":"ü","epoch":18446744073709551615} ] } `, `{"leases":[{"epoch":01}]}`, `{"leases":[{}]}`,
 		`{"leases":[{"taskId":"a","taskId":"b","epoch":1}]}`, `{"leases":[],"leases":[]}`, `{"Leases":[]}`,
-		`{"leases":[{"TaskId":"a","epoch":1}]}`, `{"leases":[{"taskId":"a","epoch":1,"epoch":2}]}`} {
+		`{"leases":[{"TaskId":"a","epoch":1}]}`, `{"leases":[{"taskId":"a","epoch":1,"epoch":2}]}`,
+		`{"leases":[{"taskId":"a","epoch":1,"sinceProgressMs":250}]}`, `{"leases":[{"sinceProgressMs":1,"sinceProgressMs":2}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
