@@ -56,7 +56,10 @@ func TestIDsAndStopRule(t *testing.T) {
 
 func TestOneEventPerTransition(t *testing.T) {
 	h := NewHub()
-	pub := func(k Kind, epoch uint64) bool { _, ok := h.Publish(Event{Kind: k, TaskID: "a", Epoch: epoch}); return ok }
+	pub := func(k Kind, epoch uint64) bool {
+		_, ok := h.Publish(Event{Kind: k, TaskID: "a", Epoch: epoch})
+		return ok
+	}
 	require.True(t, pub(KindAcquired, 1))
 	require.True(t, pub(KindLost, 1))
 	require.False(t, pub(KindLost, 1), "no second lost for one epoch")
