@@ -205,6 +205,29 @@ timeouts:
 # Time in-flight requests get to finish on shutdown.
 drain_timeout: 30s
 
+# The worker's liveness, not only the sidecar's (README "When the worker
+# dies or hangs"). A worker is tied to its leases by 'fencepost run -- CMD'
+# (the child's exit gives them back at once, reason worker_exited), by an
+# attach stream (GET /v1/attach; its close does the same), or by the probe
+# below (failures give them back, reason worker_unhealthy).
+worker:
+  on_lost: terminate           # fencepost run: a lost lease SIGTERMs the child (none: leave it)
+  kill_grace: 10s              # then SIGKILL after this
+  restart: never               # or on-failure: a new child under a new grant (higher epoch)
+  restart_backoff: 1s          # doubles per crash...
+  restart_max: 30s             # ...up to this
+  on_success: complete         # exit 0 completes the leases (give_back: gives them back)
+  health:
+    # For a worker the sidecar does not parent and that does not attach,
+    # e.g. another container of the pod: GET a loopback URL (200-399 is
+    # healthy) or run a command (exit 0). Empty: no probe.
+    url: ""                    # e.g. http://127.0.0.1:8080/healthz
+    command: []                # e.g. [/bin/worker-health, --quick]
+    interval: 1s
+    timeout: 500ms
+    threshold: 2               # a dead worker is given up within interval x threshold + timeout
+    start_period: 30s          # failures before the first success do not count for this long
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console
