@@ -29,7 +29,7 @@ const (
 
 // Kinds lists every fault kind.
 var Kinds = []Kind{LeaderKill, LeaderPause, LeaderPauseLong, FollowerKill, LeaderIsolate, MemberPartition,
-	SidecarPause, SidecarWorkerPause, SidecarKill, SidecarPartition}
+	SidecarPause, SidecarWorkerPause, SidecarKill, SidecarPartition, WorkerKill, WorkerHang, WorkerStall}
 
 // needsFirewall reports whether a kind is a network partition.
 func (k Kind) needsFirewall() bool {
@@ -59,6 +59,11 @@ func (k Kind) duration(rng *rand.Rand) time.Duration {
 		return between(ReclaimBound+time.Second, ReclaimBound+2*time.Second)
 	case MemberPartition:
 		return between(2*time.Second, 2*TTL)
+	case WorkerKill, WorkerHang, WorkerStall:
+		// Past the bound, so a sidecar that ignored the worker's state
+		// would be caught still holding its lease.
+		b, _ := k.workerBound()
+		return between(b+time.Second, b+2*time.Second)
 	default: // kills: time until the restart
 		return between(500*time.Millisecond, 2*time.Second)
 	}

@@ -146,6 +146,8 @@ func (r *Run) Inject(ctx context.Context, st Step) *Fault {
 	switch {
 	case st.Kind.onSidecar():
 		r.sidecarFault(ctx, f)
+	case st.Kind.onWorker():
+		r.workerFault(ctx, f)
 	default:
 		r.memberFault(ctx, f)
 	}

@@ -55,10 +55,12 @@ type Sidecar struct {
 	Name    string
 	Proxy   string
 	Control string
-	Gid     uint32
-	proc    *netfault.Process
-	args    []string
-	tb      testing.TB
+	// Health is the address of the worker's health URL the sidecar probes.
+	Health string
+	Gid    uint32
+	proc   *netfault.Process
+	args   []string
+	tb     testing.TB
 }
 
 // System is the cluster, the sidecars, the validating downstream (`fencepost
@@ -130,9 +132,11 @@ func StartSystem(ctx context.Context, tb testing.TB, members, sidecars int, gids
 
 	for i := range sidecars {
 		sc := &Sidecar{Name: fmt.Sprintf("w%d", i+1), Proxy: netfault.FreeAddr(tb), Control: netfault.FreeAddr(tb),
-			Gid: gid(16 + i), tb: tb}
+			Health: netfault.FreeAddr(tb), Gid: gid(16 + i), tb: tb}
 		sc.args = []string{"sidecar", "--cluster", strings.Join(s.Endpoints(), ","), "--worker-id", sc.Name,
-			"--proxy-addr", sc.Proxy, "--control-addr", sc.Control, "--log-format", "console", "--log-level", "warn"}
+			"--proxy-addr", sc.Proxy, "--control-addr", sc.Control, "--log-format", "console", "--log-level", "warn",
+			"--worker-health-url", "http://" + sc.Health + "/healthz", "--worker-health-interval", ProbeInterval.String(),
+			"--worker-health-timeout", ProbeTimeout.String(), "--worker-health-threshold", fmt.Sprint(ProbeThreshold)}
 		s.Sidecars = append(s.Sidecars, sc)
 		sc.start(s.bin)
 	}
@@ -150,6 +154,7 @@ func (m *Member) start() {
 		"--leases-default-profile", profile, "--leases-grace", Grace.String(),
 		"--set", "leases.profiles." + profile + ".ttl=" + TTL.String(),
 		"--set", "leases.profiles." + profile + ".heartbeat=" + Heartbeat.String(),
+		"--set", "leases.profiles." + profile + ".progress_timeout=" + ProgressTimeout.String(),
 		"--log-format", "console", "--log-level", "warn"}
 	if len(m.join) > 0 {
 		args = append(args, "--join", strings.Join(m.join, ","))

@@ -55,6 +55,10 @@ func (r *Run) Finish(ctx context.Context) []string {
 			chain = append(chain, fmt.Sprintf("%d:%s@%s", l.Epoch, l.Status, stamp(l.StatusAt)))
 		}
 		r.H.Logf("check", "%s: task %s state %s, leases %s", f, f.Task, byID[f.Task].State, strings.Join(chain, " "))
+		if f.Kind.onWorker() {
+			bad = append(bad, r.checkWorkerFault(f, byID)...)
+			continue
+		}
 		if at, ok := reclaimedAt(byID, f.Task, f.Epoch); ok {
 			// A leader elected after the owner died gives every lease a
 			// new TTL (DESIGN.md 4): the bound counts from the later.
@@ -85,6 +89,7 @@ func (r *Run) Finish(ctx context.Context) []string {
 	r.H.mu.Unlock()
 	bad = append(bad, CheckEpochs(tasks, grants)...)
 	bad = append(bad, r.H.CheckUntouchedLeases(tasks)...)
+	bad = append(bad, r.H.CheckWorkerReasons(tasks)...)
 	bad = append(bad, r.checkMembers(ctx, acks)...)
 	r.H.Logf("check", "%d operations, %d grants, %d checkpoints acknowledged, %d raw writes, %d tasks",
 		r.H.Ops(), len(grants), len(acks), len(rec), len(tasks))

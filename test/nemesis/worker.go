@@ -23,6 +23,7 @@ type Worker struct {
 	sys  *System
 	h    *History
 	rng  *rand.Rand
+	tie  *tie // the worker's attach stream and health URL (liveness.go)
 
 	mu     sync.Mutex
 	paused chan struct{} // non-nil while paused; closed on resume
@@ -31,8 +32,12 @@ type Worker struct {
 }
 
 func newWorker(sys *System, sc *Sidecar, h *History, seed uint64) *Worker {
+	t, err := newTie(sc.Control, sc.Health)
+	if err != nil {
+		sys.tb.Fatalf("worker %s: health URL: %v", sc.Name, err)
+	}
 	return &Worker{Name: sc.Name, sc: sc, w: scenario.NewWorker(sc.Name, sc.Proxy, sc.Control), sys: sys, h: h,
-		rng: rand.New(rand.NewPCG(seed, uint64(len(sc.Name))))}
+		rng: rand.New(rand.NewPCG(seed, uint64(len(sc.Name)))), tie: t}
 }
 
 // Pause stops the worker before its next operation (what SIGSTOP does to a
@@ -83,6 +88,7 @@ func (w *Worker) setHolding(task string, epoch uint64) {
 // Run works until ctx ends.
 func (w *Worker) Run(ctx context.Context) {
 	defer w.w.Close()
+	go w.tie.run(ctx)
 	for ctx.Err() == nil {
 		w.gate(ctx)
 		g, err := w.w.Claim(ctx)
