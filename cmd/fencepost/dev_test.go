@@ -109,6 +109,25 @@ func TestDevBannerFromAnyDirectory(t *testing.T) {
 	cfg.SignatureHosts = []string{mineHost}
 	banner := startDevBanner(t, cfg)
 
+	// First, while the sidecar holds dev-task: the ctl line revokes it.
+	t.Run("SignatureHosts", func(t *testing.T) {
+		proxyURL, err := url.Parse("http://" + bannerLine(t, banner, "sidecar proxy")[2][len("http://"):])
+		require.NoError(t, err)
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+		for _, srv := range []*httptest.Server{mine, other} {
+			resp, err := client.Post(srv.URL+"/charges", "application/json", strings.NewReader(`{"v":1}`))
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, srv.URL)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, sigs[mineHost], "a host in signature_hosts gets the token's signature")
+		require.Contains(t, sigs, strings.TrimPrefix(other.URL, "http://"))
+		require.Empty(t, sigs[strings.TrimPrefix(other.URL, "http://")], "a host not listed never sees the signature")
+		require.Contains(t, banner, "signed for now: "+mineHost)
+	})
+
 	t.Run("CtlLineFromAnotherDirectory", func(t *testing.T) {
 		t.Chdir(otherDir)
 		words := bannerLine(t, banner, " tasks revoke ")
@@ -135,24 +154,6 @@ func TestDevBannerFromAnyDirectory(t *testing.T) {
 			}
 		}
 		require.Greater(t, paths, 5)
-	})
-
-	t.Run("SignatureHosts", func(t *testing.T) {
-		proxyURL, err := url.Parse("http://" + bannerLine(t, banner, "sidecar proxy")[2][len("http://"):])
-		require.NoError(t, err)
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
-		for _, srv := range []*httptest.Server{mine, other} {
-			resp, err := client.Post(srv.URL+"/charges", "application/json", strings.NewReader(`{"v":1}`))
-			require.NoError(t, err)
-			_ = resp.Body.Close()
-			require.Equal(t, http.StatusOK, resp.StatusCode, srv.URL)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		require.NotEmpty(t, sigs[mineHost], "a host in signature_hosts gets the token's signature")
-		require.Contains(t, sigs, strings.TrimPrefix(other.URL, "http://"))
-		require.Empty(t, sigs[strings.TrimPrefix(other.URL, "http://")], "a host not listed never sees the signature")
-		require.Contains(t, banner, "signed for now: "+mineHost)
 	})
 }
 
