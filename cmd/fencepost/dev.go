@@ -238,6 +238,14 @@ Take the lease away, then try again (409 from the sidecar; nothing reaches the s
   %[1]s tasks revoke %[6]s
   curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
+Take the lease back (a new owner: a higher epoch) and write on. A write's Idempotency-Key
+comes from (task, checkpoint, write number), never from the epoch, so a new owner repeating
+a step is replayed, not run twice; a different write in the same place is refused with
+422 write-already-performed. Name each action, and it gets a key of its own:
+
+  curl -s -X POST http://%[4]s/v1/acquire -H 'Content-Type: application/json' -d '{"taskId":"%[6]s"}'
+  curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -H 'X-Fencing-Action-Id: step-3' -d 'step 3'
+
 Your own service behind a fence validator gets the token's signature only when dev
 names it (signed for now: %[10]s):
 

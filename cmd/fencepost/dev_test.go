@@ -111,7 +111,7 @@ func TestDevBannerFromAnyDirectory(t *testing.T) {
 
 	// First, while the sidecar holds dev-task: the ctl line revokes it.
 	t.Run("SignatureHosts", func(t *testing.T) {
-		proxyURL, err := url.Parse("http://" + bannerLine(t, banner, "sidecar proxy")[2][len("http://"):])
+		proxyURL, err := url.Parse(bannerLine(t, banner, "sidecar proxy")[2])
 		require.NoError(t, err)
 		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
 		for _, srv := range []*httptest.Server{mine, other} {
@@ -142,6 +142,25 @@ func TestDevBannerFromAnyDirectory(t *testing.T) {
 		}
 		code, out, errOut := runCLI(t, words[1:]...)
 		require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
+
+		// The banner's next lines: take the lease back, then a write of
+		// its own action goes through.
+		control := bannerLine(t, banner, "sidecar control")[2]
+		resp, err := http.Post(control+"/v1/acquire", "application/json", strings.NewReader(`{"taskId":"`+cfg.Task+`"}`))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		proxyURL, err := url.Parse(bannerLine(t, banner, "sidecar proxy")[2])
+		require.NoError(t, err)
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+		write := bannerLine(t, banner, "fenced service")[2] + "/v1/tasks/" + cfg.Task + "/writes"
+		req, err := http.NewRequest("POST", write, strings.NewReader("step 3"))
+		require.NoError(t, err)
+		req.Header.Set("X-Fencing-Action-Id", "step-3")
+		resp, err = client.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "the new owner's write")
 		// Every file the banner names (certificates, the CA bundle) is absolute.
 		paths := 0
 		for _, w := range strings.Fields(banner) {
