@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
@@ -32,12 +33,12 @@ const (
 	ctlDefaultTimeout = 5 * time.Second
 	// ctlClusterEnv names the variable read for --cluster. ctl loads no
 	// role configuration, so it reads this one variable itself.
-	ctlClusterEnv = "FENCEPOST_CLUSTER"
+	ctlClusterEnv = config.EnvCluster
 	// ctlCAEnv, ctlCertEnv and ctlKeyEnv name the variables read for
 	// --ca, --cert and --key.
-	ctlCAEnv   = "FENCEPOST_CA_FILE"
-	ctlCertEnv = "FENCEPOST_CERT_FILE"
-	ctlKeyEnv  = "FENCEPOST_KEY_FILE"
+	ctlCAEnv   = config.EnvCAFile
+	ctlCertEnv = config.EnvCertFile
+	ctlKeyEnv  = config.EnvKeyFile
 	// ctlRetryRounds bounds how many times a call goes round every endpoint.
 	// With the client's doubling backoff (25ms..500ms) six rounds wait out a
 	// leader election (well under a second) but give up on a cluster that
