@@ -30,12 +30,17 @@ With --task the sidecar runs in one-task mode: it creates or acquires that
 task at start, /readyz waits for the lease, and on SIGTERM it drains, then
 gives the lease back so another worker can take over at once.
 
-Examples:
-  fencepost sidecar --cluster 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420 --worker-id w1
-  fencepost sidecar --cluster 127.0.0.1:7400 --task run_456 --profile workflow
+Against a TLS cluster pass its CA and this sidecar's certificate
+(cluster_tls.*); a sidecar speaking plain HTTP to a TLS cluster, or TLS to
+a plain one, exits 2 at start saying which flags to pass or drop.
 
-  # then, in the worker:
-  export HTTP_PROXY=http://127.0.0.1:7480 http_proxy=http://127.0.0.1:7480 NO_PROXY=
+Examples:
+  fencepost sidecar --cluster 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420 --worker-id w1 --task run_456 \
+    --cluster-tls-ca-file tls/ca.pem --cluster-tls-cert-file tls/sidecar-w1.pem --cluster-tls-key-file tls/sidecar-w1-key.pem
+  fencepost sidecar --cluster 127.0.0.1:7400 --task run_456 --profile workflow   # a plain cluster on loopback
+
+  # then, in the worker (NO_PROXY: the control API, never localhost):
+  export HTTP_PROXY=http://127.0.0.1:7480 http_proxy=http://127.0.0.1:7480 NO_PROXY=127.0.0.1 no_proxy=127.0.0.1
   curl -X POST http://tool.internal/v1/act        # stamped, or 409 without a lease
 `
 
