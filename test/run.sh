@@ -82,6 +82,13 @@ if [ "$(id -u)" = 0 ] && command -v iptables >/dev/null 2>&1; then
 else
   echo "skipped: the sidecar's deadline check (nemesis) needs partitions, which need root and iptables"
 fi
+# The worker tie: a sidecar that ignores its worker's death (child exit,
+# attach close, failed probe) must fail the tie's tests and the nemesis's
+# worker faults (no partitions: these run without root too).
+expect_fail "the worker tie" go test -count=1 -tags fencepost_broken_workerdeath ./proxy/workertie/
+expect_fail "the worker tie (nemesis)" env NEMESIS=1 NEMESIS_FAULTS=2 NEMESIS_OPS=500 NEMESIS_KINDS=worker-kill go test -count=1 -tags fencepost_broken_workerdeath -run 'TestNemesis$' ./test/nemesis/
+grep -q 'did not give up its dead worker' /tmp/fencepost-broken.log ||
+  { echo "FAIL: the nemesis failed, but not on the dead worker's lease:"; tail -40 /tmp/fencepost-broken.log; exit 1; }
 expect_fail "downstream fencing" go test -count=1 -tags fencepost_broken_fencing ./fence/ ./fence/sqlstore/ ./fence/refsvc/
 rm -f bin/fencepost-broken
 echo

@@ -55,7 +55,7 @@ func (p *Probe) Run(ctx context.Context) {
 		switch st.observe(err == nil, time.Now()) {
 		case turnedUnhealthy:
 			log.Warn("worker unhealthy", zap.Int("failures", st.fails), zap.Error(err))
-			if p.Unhealthy != nil {
+			if p.Unhealthy != nil && !DeathIgnored {
 				p.Unhealthy(err)
 			}
 		case turnedHealthy:
