@@ -227,7 +227,7 @@ func (r *Run) checkWorkerFault(f *Fault, byID map[string]lease.Task) []string {
 		return []string{fmt.Sprintf("%s: no record of %s epoch %d", f, f.Task, f.Epoch)}
 	}
 	if l.Status.Live() || l.Status == lease.StatusActive {
-		return []string{fmt.Sprintf("%s: %s epoch %d still %s: the sidecar did not give up its dead worker's lease", f, f.Task, f.Epoch, l.Status)}
+		return []string{fmt.Sprintf("I8: %s: %s epoch %d still %s: the sidecar did not give up its dead worker's lease", f, f.Task, f.Epoch, l.Status)}
 	}
 	from := f.Start
 	if f.Kind == WorkerStall {
@@ -241,7 +241,7 @@ func (r *Run) checkWorkerFault(f *Fault, byID map[string]lease.Task) []string {
 	}
 	f.Reclaim = took
 	if took > bound {
-		return []string{fmt.Sprintf("%s: %s epoch %d ended %s (%s) %v after the fault (bound %v)",
+		return []string{fmt.Sprintf("I8: %s: %s epoch %d ended %s (%s) %v after the fault (bound %v)",
 			f, f.Task, f.Epoch, l.Status, l.Reason, took.Round(time.Millisecond), bound)}
 	}
 	if l.Reason != reason && l.Status != lease.StatusReleased {
