@@ -65,6 +65,17 @@ func (x *Attachment) Saw(l Lease) {
 	}
 }
 
+// Forget ends the attachment without giving anything back: the sidecar
+// itself ended the stream (shutdown, or a client too slow that will
+// reconnect), which says nothing about the worker.
+func (x *Attachment) Forget() {
+	a := x.set
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	x.done = true
+	delete(a.open, x)
+}
+
 // Close ends the attachment and gives back what it alone tied (above).
 // It returns the leases given back; a second Close does nothing.
 func (x *Attachment) Close(ctx context.Context) ([]Lease, error) {

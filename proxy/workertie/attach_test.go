@@ -97,3 +97,16 @@ func TestAttachCloseSparesNewerGrantsAndOtherStreams(t *testing.T) {
 	require.Equal(t, []Lease{c1}, got)
 	require.True(t, f.held[a2])
 }
+
+func TestAttachForgetGivesNothingBack(t *testing.T) {
+	a1 := Lease{"a", 1}
+	f := newFakeLeases(a1)
+	as := NewAttachments(f)
+	x := as.Open("")
+	x.Saw(a1)
+	x.Forget()
+	require.Zero(t, as.Count())
+	got, _ := x.Close(t.Context())
+	require.Empty(t, got, "a forgotten attachment is closed")
+	require.True(t, f.held[a1])
+}
