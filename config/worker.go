@@ -16,7 +16,7 @@ type Worker struct {
 	// KillGrace is the time between SIGTERM and SIGKILL.
 	KillGrace Duration `yaml:"kill_grace" doc:"fencepost run: time between the child's SIGTERM and SIGKILL"`
 	// Restart is never or on-failure.
-	Restart string `yaml:"restart" doc:"fencepost run: never, or on-failure (start the child again under a new grant after a crash or a lost lease)"`
+	Restart string `yaml:"restart" doc:"fencepost run: never, or on-failure (start a crashed child again under a new grant; a lost lease ends the run)"`
 	// RestartBackoff and RestartMax bound the wait before a restart.
 	RestartBackoff Duration `yaml:"restart_backoff" doc:"fencepost run: first wait before a restart; doubles per crash up to restart_max"`
 	RestartMax     Duration `yaml:"restart_max" doc:"fencepost run: longest wait before a restart"`

@@ -31,9 +31,10 @@ type Restart string
 const (
 	// RestartNever: the sidecar's run ends with the child.
 	RestartNever Restart = "never"
-	// RestartOnFailure: a child that exited non-zero, by a signal, or
-	// because its lease was lost is started again after a backoff, under
-	// a new grant (a higher epoch).
+	// RestartOnFailure: a child that crashed (exited non-zero or by a
+	// signal while its lease was held) is started again after a backoff,
+	// under a new grant (a higher epoch). A lost lease ends the run: a
+	// revoke must stick.
 	RestartOnFailure Restart = "on-failure"
 )
 

@@ -9,8 +9,8 @@
 //     with reason worker_exited); a lost lease terminates the child
 //     (SIGTERM, then SIGKILL after the kill grace); signals sent to the
 //     sidecar go to the child, and the child's exit code is the sidecar's.
-//     With restart on-failure the child is started again, after a backoff,
-//     under a new grant.
+//     With restart on-failure a crashed child is started again, after a
+//     backoff, under a new grant.
 //   - attached: Attachments tracks the worker's long-lived control-API
 //     streams (GET /v1/attach). When the last stream that saw a lease
 //     closes while the lease is still held, the lease is given back with

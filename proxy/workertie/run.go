@@ -96,7 +96,10 @@ func (s *Supervisor) Run(ctx context.Context) (int, error) {
 			return 0, nil
 		}
 		s.endAll(ctx, log, lease.ReasonWorkerExited)
-		if ex.stopped || ex.ctxDone || cfg.Restart != RestartOnFailure {
+		// A lost lease ends the run too: a revoke must stick, and a lease
+		// that expired under a live child says the sidecar, not the
+		// child, failed.
+		if ex.stopped || ex.ctxDone || ex.lost || cfg.Restart != RestartOnFailure {
 			return ex.code, nil
 		}
 		if time.Since(began) > cfg.RestartMax {

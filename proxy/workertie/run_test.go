@@ -222,3 +222,18 @@ func readOutOK(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
+
+// A lost lease is not a crash: even with restart on-failure the run ends
+// (a revoke must stick).
+func TestRunLostLeaseIsNotRestarted(t *testing.T) {
+	out := setHelper(t, "wait-term")
+	k := newFakeKeeper("t1")
+	starts := 0
+	ch := start(t.Context(), &Supervisor{Keeper: k, Argv: helperArgv(t), Config: Config{Restart: RestartOnFailure, RestartBackoff: time.Millisecond},
+		Started: func(int, Grant) { starts++ }})
+	waitFor(t, 10*time.Second, "child ready", func() bool { return strings.Contains(readOutOK(out), "ready") })
+	k.lose("revoked")
+	r := result(t, ch)
+	require.Equal(t, 0, r.code)
+	require.Equal(t, 1, starts)
+}
