@@ -15,17 +15,17 @@ import (
 // allow-listed targets, only while the request's lease is current, and
 // every tunnel of a lease is closed the moment the lease stops being
 // current.
-func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
+func (p *Pipeline) connect(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
-	host, port, err := splitAuthority(raw)
+	host, port, err := SplitAuthority(raw)
 	if err != nil || port == "" {
-		p.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad CONNECT target",
-			detail: "CONNECT needs host:port, got " + quoteBounded(raw)})
+		p.Refuse(ctx, &Reply{Status: 400, Code: CodeBadRequest, Title: "bad CONNECT target",
+			Detail: "CONNECT needs host:port, got " + Quote(raw)})
 		return
 	}
 	hp := net.JoinHostPort(host, port)
-	if e := p.refuseSelfTarget(host, port); e != nil {
-		p.refuse(ctx, e)
+	if e := p.RefuseSelfTarget(host, port); e != nil {
+		p.Refuse(ctx, e)
 		return
 	}
 	if p.fencedTunnel(host, port, hp) {
@@ -39,24 +39,24 @@ func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 	scan := scanRequest(&ctx.Request.Header)
 	task, serr := selectedTask(&scan)
 	if serr != nil {
-		p.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: serr.Error()})
+		p.Refuse(ctx, &Reply{Status: 400, Code: CodeBadRequest, Title: "bad task selection", Detail: serr.Error()})
 		return
 	}
-	l, why := p.keeper.check(task)
+	l, why := p.keeper.Check(task)
 	if why != "" {
-		p.refuse(ctx, p.blocked(why, l, task, true))
+		p.Refuse(ctx, p.Blocked(why, l, task, true))
 		return
 	}
-	up, err := net.DialTimeout("tcp", dialTarget(hp), p.cfg.DialTimeout)
+	up, err := net.DialTimeout("tcp", DialTarget(hp), p.cfg.DialTimeout)
 	if err != nil {
 		p.metrics.forwarded.Inc()
-		writeProblem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
+		Problem(ctx, fasthttp.StatusBadGateway, CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
 		return
 	}
 	t := &tunnel{up: up}
-	if !l.t.st.track(l.t.gen, t, true) {
+	if !l.Ticket.st.track(l.Ticket.gen, t, true) {
 		_ = up.Close()
-		p.refuse(ctx, p.blocked(reasonExpired, l, task, true))
+		p.Refuse(ctx, p.Blocked(ReasonExpired, l, task, true))
 		return
 	}
 	p.metrics.forwarded.Inc()
@@ -64,7 +64,7 @@ func (p *pipeline) connect(ctx *fasthttp.RequestCtx) {
 	if ce := p.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
 		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
 	}
-	st := l.t.st
+	st := l.Ticket.st
 	p.tunnels.Add(1)
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
@@ -135,8 +135,8 @@ func (t *tunnel) pipe(c net.Conn) {
 	<-done
 }
 
-// quoteBounded quotes at most 100 bytes of untrusted input for a message.
-func quoteBounded(s string) string {
+// Quote quotes at most 100 bytes of untrusted input for a message.
+func Quote(s string) string {
 	if len(s) > 100 {
 		s = s[:100] + "..."
 	}

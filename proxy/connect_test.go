@@ -72,7 +72,7 @@ func TestConnectFencedAllowedAndCut(t *testing.T) {
 
 	// Losing the lease closes the tunnel.
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	_, err = br.ReadByte()
 	require.Error(t, err, "tunnel closed")
 	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.tunnelsCut))

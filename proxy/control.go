@@ -18,14 +18,14 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// control is the worker's control API over the lease keeper and the
+// API is the worker's API API over the lease keeper and the
 // cluster client: acquire, claim, checkpoint, wait, complete, fail, give
 // back, the lease view, the event stream, health, readiness and metrics.
 // Only the worker in the same pod can call it: it listens on loopback
 // (Config.Validate refuses anything else).
-type control struct {
+type API struct {
 	cfg     *Config
-	keeper  *keeper
+	keeper  *Keeper
 	cluster Cluster
 	log     *zap.Logger
 	ready   func() (bool, string)
@@ -39,8 +39,8 @@ type route struct {
 	handle  fasthttp.RequestHandler
 }
 
-func newControl(cfg *Config, k *keeper, c Cluster, gatherer prometheus.Gatherer, ready func() (bool, string)) *control {
-	ctl := &control{cfg: cfg, keeper: k, cluster: c, log: cfg.Logger.Named("sidecar"), ready: ready}
+func NewAPI(cfg *Config, k *Keeper, c Cluster, gatherer prometheus.Gatherer, ready func() (bool, string)) *API {
+	ctl := &API{cfg: cfg, keeper: k, cluster: c, log: cfg.Logger.Named("sidecar"), ready: ready}
 	if gatherer != nil {
 		ctl.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
@@ -63,9 +63,9 @@ func newControl(cfg *Config, k *keeper, c Cluster, gatherer prometheus.Gatherer,
 	return ctl
 }
 
-// handler serves the routes named in only (all of them when none is
+// Handler serves the routes named in only (all of them when none is
 // named): the metrics address serves only the read-only operational ones.
-func (c *control) handler(only ...string) fasthttp.RequestHandler {
+func (c *API) Handler(only ...string) fasthttp.RequestHandler {
 	routes := c.routes
 	if len(only) > 0 {
 		routes = make(map[string]route, len(only))
@@ -86,9 +86,9 @@ func (c *control) handler(only ...string) fasthttp.RequestHandler {
 		r, ok := routes[path]
 		switch {
 		case !ok:
-			writeProblem(ctx, fasthttp.StatusNotFound, CodeNotFound, "no such control route", quoteBounded(path), 0)
+			Problem(ctx, fasthttp.StatusNotFound, CodeNotFound, "no such control route", Quote(path), 0)
 		case r.methods == "GET" && !ctx.IsGet() && !ctx.IsHead(), r.methods == "POST" && !ctx.IsPost():
-			writeProblem(ctx, fasthttp.StatusMethodNotAllowed, CodeMethod, "method not allowed", string(ctx.Method())+" "+path, 0)
+			Problem(ctx, fasthttp.StatusMethodNotAllowed, CodeMethod, "method not allowed", string(ctx.Method())+" "+path, 0)
 		default:
 			r.handle(ctx)
 		}
@@ -105,11 +105,11 @@ func decode(ctx *fasthttp.RequestCtx, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeProblem(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "bad JSON body", decodeError(err), 0)
+		Problem(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "bad JSON body", decodeError(err), 0)
 		return false
 	}
 	if dec.More() {
-		writeProblem(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "bad JSON body", "trailing data after the JSON value", 0)
+		Problem(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "bad JSON body", "trailing data after the JSON value", 0)
 		return false
 	}
 	return true
@@ -149,36 +149,36 @@ func jsonKind(k string) string {
 	return k
 }
 
-func writeJSON(ctx *fasthttp.RequestCtx, v any) {
+func JSON(ctx *fasthttp.RequestCtx, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(ctx, fasthttp.StatusInternalServerError, "internal", "cannot encode reply", err.Error(), 0)
+		Problem(ctx, fasthttp.StatusInternalServerError, "internal", "cannot encode reply", err.Error(), 0)
 		return
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }
 
-func (c *control) callCtx() (context.Context, context.CancelFunc) {
+func (c *API) callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), c.cfg.ClusterTimeout)
 }
 
 // controlError answers a failed control call. When the cluster says the
 // caller's epoch is no longer the holder's, the local lease is dropped at
 // once: the cluster knows better than the local deadline.
-func (c *control) controlError(ctx *fasthttp.RequestCtx, task string, epoch uint64, err error) {
-	c.keeper.lostByCluster(task, epoch, err)
+func (c *API) controlError(ctx *fasthttp.RequestCtx, task string, epoch uint64, err error) {
+	c.keeper.LostByCluster(task, epoch, err)
 	switch {
 	case errors.Is(err, ErrNoSession):
-		writeProblem(ctx, fasthttp.StatusServiceUnavailable, CodeNoSession, "no cluster session yet", "retry shortly", 0)
+		Problem(ctx, fasthttp.StatusServiceUnavailable, CodeNoSession, "no cluster session yet", "retry shortly", 0)
 	case errors.Is(err, ErrNoLease):
-		writeProblem(ctx, fasthttp.StatusConflict, CodeNoLease, "no lease held", fmt.Sprintf("the sidecar holds no lease for task %q", task), 0)
+		Problem(ctx, fasthttp.StatusConflict, CodeNoLease, "no lease held", fmt.Sprintf("the sidecar holds no lease for task %q", task), 0)
 	case errors.Is(err, ErrAmbiguousTask):
 		tasks := c.keeper.table.taskIDs()
-		writeReply(ctx, &errReply{status: fasthttp.StatusConflict, code: CodeAmbiguousTask, title: "several leases held",
-			detail: fmt.Sprintf("the sidecar holds leases on %d tasks %q: name one with taskId", len(tasks), tasks), tasks: tasks})
+		Send(ctx, &Reply{Status: fasthttp.StatusConflict, Code: CodeAmbiguousTask, Title: "several leases held",
+			Detail: fmt.Sprintf("the sidecar holds leases on %d tasks %q: name one with taskId", len(tasks), tasks), Tasks: tasks})
 	case errors.Is(err, context.DeadlineExceeded):
-		writeProblem(ctx, fasthttp.StatusGatewayTimeout, CodeClusterError, "cluster call timed out", err.Error(), 0)
+		Problem(ctx, fasthttp.StatusGatewayTimeout, CodeClusterError, "cluster call timed out", err.Error(), 0)
 	default:
 		// A model error answers with the model table's status and code,
 		// exactly as the cluster API would.
@@ -187,10 +187,10 @@ func (c *control) controlError(ctx *fasthttp.RequestCtx, task string, epoch uint
 			if info.Status == fasthttp.StatusConflict {
 				ep = epoch
 			}
-			writeProblem(ctx, info.Status, info.Code, strings.ToLower(fasthttp.StatusMessage(info.Status)), err.Error(), ep)
+			Problem(ctx, info.Status, info.Code, strings.ToLower(fasthttp.StatusMessage(info.Status)), err.Error(), ep)
 			return
 		}
 		c.log.Warn("control call failed", zap.Error(err))
-		writeProblem(ctx, fasthttp.StatusBadGateway, CodeClusterError, "cluster call failed", err.Error(), 0)
+		Problem(ctx, fasthttp.StatusBadGateway, CodeClusterError, "cluster call failed", err.Error(), 0)
 	}
 }

@@ -13,12 +13,12 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-func (c *control) health(ctx *fasthttp.RequestCtx) {
+func (c *API) health(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain")
 	ctx.SetBodyString("ok\n")
 }
 
-func (c *control) readyz(ctx *fasthttp.RequestCtx) {
+func (c *API) readyz(ctx *fasthttp.RequestCtx) {
 	ok, why := c.ready()
 	if !ok {
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
@@ -27,10 +27,10 @@ func (c *control) readyz(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyString(why + "\n")
 }
 
-func (c *control) lease(ctx *fasthttp.RequestCtx) {
-	v := c.keeper.views()
+func (c *API) lease(ctx *fasthttp.RequestCtx) {
+	v := c.keeper.Views()
 	if t := string(ctx.QueryArgs().Peek("taskId")); t != "" {
-		var only []LeaseView
+		var only []View
 		for _, x := range v {
 			if x.TaskID == t {
 				only = append(only, x)
@@ -39,34 +39,34 @@ func (c *control) lease(ctx *fasthttp.RequestCtx) {
 		v = only
 	}
 	if v == nil {
-		v = []LeaseView{}
+		v = []View{}
 	}
-	writeJSON(ctx, LeaseReply{Leases: v})
+	JSON(ctx, LeaseReply{Leases: v})
 }
 
-func (c *control) acquire(ctx *fasthttp.RequestCtx) {
+func (c *API) acquire(ctx *fasthttp.RequestCtx) {
 	var req AcquireRequest
 	if !decode(ctx, &req) {
 		return
 	}
 	if req.TaskID == "" {
-		writeProblem(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "taskId is required", `field "taskId": required`, 0)
+		Problem(ctx, fasthttp.StatusBadRequest, CodeBadRequest, "taskId is required", `field "taskId": required`, 0)
 		return
 	}
 	c.grant(ctx, req.TaskID, false, api.AcquireRequest{Create: req.Create, Profile: req.Profile, Priority: req.Priority})
 }
 
-func (c *control) claim(ctx *fasthttp.RequestCtx) {
+func (c *API) claim(ctx *fasthttp.RequestCtx) {
 	var req struct{}
 	if decode(ctx, &req) {
 		c.grant(ctx, "", true, api.AcquireRequest{})
 	}
 }
 
-func (c *control) grant(ctx *fasthttp.RequestCtx, taskID string, claim bool, req api.AcquireRequest) {
+func (c *API) grant(ctx *fasthttp.RequestCtx, taskID string, claim bool, req api.AcquireRequest) {
 	cctx, cancel := c.callCtx()
 	defer cancel()
-	g, err := c.keeper.acquire(cctx, taskID, claim, req)
+	g, err := c.keeper.Acquire(cctx, taskID, claim, req)
 	if err != nil {
 		c.controlError(ctx, "", 0, err)
 		return
@@ -79,15 +79,15 @@ func (c *control) grant(ctx *fasthttp.RequestCtx, taskID string, claim bool, req
 	if cp := g.Task.Checkpoint; cp != nil && len(cp.Data) > 0 && json.Valid(cp.Data) {
 		reply.CheckpointData = cp.Data
 	}
-	for _, v := range c.keeper.views() {
+	for _, v := range c.keeper.Views() {
 		if v.TaskID == id {
 			reply.Lease = v
 		}
 	}
-	writeJSON(ctx, reply)
+	JSON(ctx, reply)
 }
 
-func (c *control) checkpoint(ctx *fasthttp.RequestCtx) {
+func (c *API) checkpoint(ctx *fasthttp.RequestCtx) {
 	var req CheckpointRequest
 	if !decode(ctx, &req) {
 		return
@@ -100,7 +100,7 @@ func (c *control) checkpoint(ctx *fasthttp.RequestCtx) {
 	cctx, cancel := c.callCtx()
 	defer cancel()
 	t, err := c.cluster.Checkpoint(cctx, task, api.CheckpointRequest{
-		SessionID: c.keeper.sessionID(), Epoch: epoch, Seq: req.Seq, Step: req.Step, Data: req.Data,
+		SessionID: c.keeper.SessionID(), Epoch: epoch, Seq: req.Seq, Step: req.Step, Data: req.Data,
 	})
 	if err != nil {
 		c.controlError(ctx, task, epoch, err)
@@ -109,27 +109,27 @@ func (c *control) checkpoint(ctx *fasthttp.RequestCtx) {
 	if t != nil && t.Checkpoint != nil {
 		c.keeper.table.checkpointed(task, epoch, t.Checkpoint.Seq, t.Checkpoint.Step)
 	}
-	writeJSON(ctx, t)
+	JSON(ctx, t)
 }
 
-func (c *control) wait(ctx *fasthttp.RequestCtx) {
+func (c *API) wait(ctx *fasthttp.RequestCtx) {
 	var req WaitRequest
 	if !decode(ctx, &req) {
 		return
 	}
-	c.end(ctx, req.TaskID, reasonWaiting, "waiting", func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error) {
+	c.end(ctx, req.TaskID, ReasonWaiting, "waiting", func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error) {
 		return c.cluster.Wait(cctx, task, api.WaitRequest{SessionID: sid, Epoch: epoch, TimeoutMs: req.TimeoutMs, Reason: req.Reason})
 	})
 }
 
 // release ends the lease with outcome out.
-func (c *control) release(out lease.Outcome) fasthttp.RequestHandler {
+func (c *API) release(out lease.Outcome) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		var req ReleaseRequest
 		if !decode(ctx, &req) {
 			return
 		}
-		c.end(ctx, req.TaskID, reasonReleased, string(out), func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error) {
+		c.end(ctx, req.TaskID, ReasonReleased, string(out), func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error) {
 			return c.cluster.Release(cctx, task, api.ReleaseRequest{SessionID: sid, Epoch: epoch, Outcome: out, Result: req.Result, Reason: req.Reason})
 		})
 	}
@@ -139,24 +139,24 @@ func (c *control) release(out lease.Outcome) fasthttp.RequestHandler {
 // Writes are blocked before the call commits: after it nobody may write
 // under the epoch, so a write racing the call must not slip out. A failed
 // call makes the lease current again; a successful one drops it.
-func (c *control) end(ctx *fasthttp.RequestCtx, taskID string, r reason, why string,
+func (c *API) end(ctx *fasthttp.RequestCtx, taskID string, r Reason, why string,
 	call func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error)) {
 	task, epoch, err := c.keeper.table.resolve(taskID)
 	if err != nil {
 		c.controlError(ctx, task, 0, err)
 		return
 	}
-	c.keeper.hold(task, epoch, r)
+	c.keeper.Hold(task, epoch, r)
 	cctx, cancel := c.callCtx()
 	defer cancel()
-	t, err := call(cctx, task, c.keeper.sessionID(), epoch)
+	t, err := call(cctx, task, c.keeper.SessionID(), epoch)
 	if err != nil {
-		c.keeper.unhold(task, epoch)
+		c.keeper.Unhold(task, epoch)
 		c.controlError(ctx, task, epoch, err)
 		return
 	}
-	c.keeper.drop(task, epoch, r, EventReleased, why)
-	writeJSON(ctx, t)
+	c.keeper.Drop(task, epoch, r, EventReleased, why)
+	JSON(ctx, t)
 }
 
 // sseKeepAlive is how often an idle event stream gets a comment line, so
@@ -164,8 +164,8 @@ func (c *control) end(ctx *fasthttp.RequestCtx, taskID string, r reason, why str
 const sseKeepAlive = 15 * time.Second
 
 // serveEvents streams lease events as Server-Sent Events.
-func (c *control) serveEvents(ctx *fasthttp.RequestCtx) {
-	ch, cancel := c.keeper.subscribe()
+func (c *API) serveEvents(ctx *fasthttp.RequestCtx) {
+	ch, cancel := c.keeper.Subscribe()
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {

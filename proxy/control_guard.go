@@ -23,21 +23,21 @@ import (
 func controlGuard(ctx *fasthttp.RequestCtx) bool {
 	host := string(ctx.Host())
 	if !loopbackHost(host) {
-		writeProblem(ctx, fasthttp.StatusForbidden, CodeControlRefused, "control API is loopback only",
-			"Host must be localhost, 127.0.0.0/8 or [::1], got "+quoteBounded(host), 0)
+		Problem(ctx, fasthttp.StatusForbidden, CodeControlRefused, "control API is loopback only",
+			"Host must be localhost, 127.0.0.0/8 or [::1], got "+Quote(host), 0)
 		return false
 	}
 	if o := ctx.Request.Header.Peek("Origin"); len(o) > 0 {
 		if !bytes.EqualFold(o, []byte("http://"+host)) {
-			writeProblem(ctx, fasthttp.StatusForbidden, CodeControlRefused, "cross-origin request refused",
-				"Origin "+quoteBounded(string(o))+" is not this control API (http://"+host+")", 0)
+			Problem(ctx, fasthttp.StatusForbidden, CodeControlRefused, "cross-origin request refused",
+				"Origin "+Quote(string(o))+" is not this control API (http://"+host+")", 0)
 			return false
 		}
 	}
 	if ctx.IsPost() {
 		mt, _, err := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
 		if err != nil || mt != "application/json" {
-			writeProblem(ctx, fasthttp.StatusUnsupportedMediaType, CodeControlRefused, "JSON only",
+			Problem(ctx, fasthttp.StatusUnsupportedMediaType, CodeControlRefused, "JSON only",
 				"control requests must be sent with Content-Type: application/json", 0)
 			return false
 		}

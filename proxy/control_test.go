@@ -103,7 +103,7 @@ func TestControlStaleEpochDropsLease(t *testing.T) {
 	code, body := ctl(t, s, "POST", PathCheckpoint, `{"taskId":"t"}`)
 	require.Equal(t, 409, code, body)
 	_, why := s.keeper.table.current("t", time.Now())
-	require.Equal(t, reasonLost, why, "the cluster's word beats the local deadline")
+	require.Equal(t, ReasonLost, why, "the cluster's word beats the local deadline")
 }
 
 func TestEventsStream(t *testing.T) {
@@ -122,7 +122,7 @@ func TestEventsStream(t *testing.T) {
 
 	mustAcquire(t, s, "t")
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	var kinds []string
 	for len(kinds) < 2 {
 		line, err := br.ReadString('\n')
@@ -209,7 +209,7 @@ func TestCheckpointDataIsAnyJSONValue(t *testing.T) {
 		require.Equal(t, data, stored, "stored as its JSON text, unchanged")
 	}
 	// The next owner gets it back as the same JSON value.
-	s.keeper.drop("t", 0, reasonReleased, EventReleased, "test")
+	s.keeper.Drop("t", 0, ReasonReleased, EventReleased, "test")
 	fc.mu.Lock()
 	delete(fc.leases, "t")
 	fc.mu.Unlock()

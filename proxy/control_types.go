@@ -43,7 +43,7 @@ type AcquireRequest struct {
 // GrantReply is the reply to acquire and claim.
 type GrantReply struct {
 	// Lease is the sidecar's local view of the new lease.
-	Lease LeaseView `json:"lease"`
+	Lease View `json:"lease"`
 	// Task is the task with its latest checkpoint.
 	Task lease.Task `json:"task"`
 	// CheckpointData repeats the latest checkpoint's data as the JSON
@@ -85,5 +85,5 @@ type ReleaseRequest struct {
 
 // LeaseReply is the reply to GET /v1/lease.
 type LeaseReply struct {
-	Leases []LeaseView `json:"leases"`
+	Leases []View `json:"leases"`
 }

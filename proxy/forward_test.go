@@ -107,7 +107,7 @@ func TestWriteBlockedByReason(t *testing.T) {
 	fc.signal("task-1", api.SignalRevoked, lease.StatusRevoked)
 	ev, cancel := s.Subscribe()
 	defer cancel()
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	require.Equal(t, EventRevoked, (<-ev).Kind)
 	resp, body = doReq(t, c, "PUT", "http://"+up.addr()+"/w", "x", nil)
 	require.Equal(t, 409, resp.StatusCode)
@@ -221,7 +221,7 @@ func TestLeaseRecheckedBeforeSendAfterSlowBody(t *testing.T) {
 	x.req = fasthttp.AcquireRequest()
 	e = x.stamp()
 	require.NotNil(t, e)
-	require.Equal(t, CodeLeaseExpired, e.code)
+	require.Equal(t, CodeLeaseExpired, e.Code)
 }
 
 func TestWorkerKeyPassesOnUnleasedRead(t *testing.T) {

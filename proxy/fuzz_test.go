@@ -170,7 +170,7 @@ func setFuzzLease(s *Sidecar, cfg Config, clk *fakeClock, epoch uint64, mode byt
 	case 1:
 		clk.Advance(10 * time.Second)
 	case 2:
-		s.keeper.table.drop("task", 0, reasonRevoked)
+		s.keeper.table.drop("task", 0, ReasonRevoked)
 	}
 }
 

@@ -200,7 +200,7 @@ func copyResponseHeaders(dst, src *fasthttp.ResponseHeader) {
 }
 
 // stampHeaders sets exactly one set of fencing headers for the lease.
-func stampHeaders(h *fasthttp.RequestHeader, l leaseRef, holder string) {
+func stampHeaders(h *fasthttp.RequestHeader, l Ref, holder string) {
 	// The epoch is formatted as fence.FormatEpoch does, into a stack
 	// buffer instead of a string per request.
 	var b [20]byte

@@ -46,7 +46,7 @@ func TestParseTargetParts(t *testing.T) {
 		{"http://api.example?q=/x", "api.example", "api.example:80", "/", "/"},
 		{"http://[::1]:9/z", "[::1]", "[::1]:9", "/z", "/z"},
 	} {
-		tg, e := parseTarget(newTestCtx("GET", c.uri, ""), entry{}, nil)
+		tg, e := parseTarget(newTestCtx("GET", c.uri, ""), Entry{}, nil)
 		require.Nil(t, e, c.uri)
 		tg.uri = nil
 		require.Equal(t, target{host: c.host, hostPort: c.hostPort, rawPath: c.raw, normPath: c.norm}, tg, c.uri)

@@ -92,7 +92,7 @@ func TestStuckHeartbeatStillBlocksAtDeadline(t *testing.T) {
 	require.Empty(t, why)
 	clk.Advance(time.Millisecond)
 	_, why = s.keeper.table.current("t", clk.Now())
-	require.Equal(t, reasonExpired, why, "blocked at the deadline even though no heartbeat reply came")
+	require.Equal(t, ReasonExpired, why, "blocked at the deadline even though no heartbeat reply came")
 	// The watchdog publishes the loss.
 	select {
 	case ev := <-events:
@@ -115,7 +115,7 @@ func TestFailedHeartbeatsRetryAndLeaseExpires(t *testing.T) {
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool { return len(fc.heartbeats()) >= n+4 }, "retries")
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool {
 		_, why := s.keeper.table.current("t", clk.Now())
-		return why == reasonExpired
+		return why == ReasonExpired
 	}, "expired")
 	// Healing: the next heartbeat revives it (same epoch).
 	ev, cancel := s.Subscribe()
@@ -144,5 +144,5 @@ func TestSessionLostDropsLeases(t *testing.T) {
 	fc.mu.Lock()
 	fc.hbErr = nil
 	fc.mu.Unlock()
-	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.sessionID() != "" && s.keeper.sessionID() != "s1" }, "new session")
+	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.SessionID() != "" && s.keeper.SessionID() != "s1" }, "new session")
 }

@@ -273,14 +273,14 @@ func startSidecar(t testing.TB, fc Cluster, cfg Config) *Sidecar {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	eventually(t, func() bool { return s.keeper.sessionID() != "" }, "session open")
+	eventually(t, func() bool { return s.keeper.SessionID() != "" }, "session open")
 	return s
 }
 
 // mustAcquire acquires taskID through the sidecar.
 func mustAcquire(t testing.TB, s *Sidecar, taskID string) api.Grant {
 	t.Helper()
-	g, err := s.keeper.acquire(context.Background(), taskID, false, api.AcquireRequest{Create: true})
+	g, err := s.keeper.Acquire(context.Background(), taskID, false, api.AcquireRequest{Create: true})
 	require.NoError(t, err)
 	return g
 }
@@ -385,7 +385,7 @@ func proxyClient(t testing.TB, s *Sidecar, user string) *http.Client {
 
 func checkpointReq(s *Sidecar, task string, seq uint64) api.CheckpointRequest {
 	_, epoch, _ := s.keeper.table.resolve(task)
-	return api.CheckpointRequest{SessionID: s.keeper.sessionID(), Epoch: epoch, Seq: seq}
+	return api.CheckpointRequest{SessionID: s.keeper.SessionID(), Epoch: epoch, Seq: seq}
 }
 
 // counterValue reads a counter or gauge.

@@ -73,7 +73,7 @@ func validKeyText(name, v string, max int) error {
 // key unchanged; else one derived from the action id; else one derived
 // from (checkpoint seq, ordinal), taking the next ordinal only now that
 // the write is about to be sent.
-func (p *pipeline) idempotencyKey(scan *reqScan, l leaseRef) (string, keyOrigin, bool, error) {
+func (p *Pipeline) idempotencyKey(scan *reqScan, l Ref) (string, keyOrigin, bool, error) {
 	if len(scan.idemKey) > 1 || len(scan.actionID) > 1 {
 		return "", keyOrigin{}, false, fmt.Errorf("repeated %s or %s", fence.HeaderIdempotencyKey, HeaderActionID)
 	}

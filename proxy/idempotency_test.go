@@ -54,7 +54,7 @@ func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 	fc.mu.Lock()
 	delete(fc.leases, "job")
 	fc.mu.Unlock()
-	a.keeper.drop("job", 0, reasonLost, EventLost, "test")
+	a.keeper.Drop("job", 0, ReasonLost, EventLost, "test")
 	b := startSidecar(t, fc, baseConfig(t))
 	g := mustAcquire(t, b, "job")
 	require.Greater(t, g.Lease.Epoch, uint64(101))

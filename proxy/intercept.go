@@ -110,7 +110,7 @@ func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
 	pemOnly := string(ctx.Path()) == PathCAPEM
 	info, ok := s.CA()
 	if !ok {
-		writeProblem(ctx, fasthttp.StatusNotFound, CodeNotFound, "interception is off",
+		Problem(ctx, fasthttp.StatusNotFound, CodeNotFound, "interception is off",
 			"no intercept.hosts are configured, so the sidecar has no CA", 0)
 		return
 	}
@@ -119,5 +119,5 @@ func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(info.CertificatePEM)
 		return
 	}
-	writeJSON(ctx, info)
+	JSON(ctx, info)
 }

@@ -39,7 +39,7 @@ type Journal interface {
 const HeaderJournalTruncated = "Fencepost-Journal-Truncated"
 
 // journaled reports whether a write matches a journal rule.
-func (p *pipeline) journaled(method string, t target) bool {
+func (p *Pipeline) journaled(method string, t target) bool {
 	for _, r := range p.journalRules {
 		if r.matches(method, t) {
 			return true
@@ -61,7 +61,7 @@ func (x *exchange) forwardJournaled() {
 	url := string(req.URI().Scheme()) + "://" + x.tgt.hostPort + string(req.URI().RequestURI())
 	cctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClusterTimeout)
 	res, err := p.journal.Intent(cctx, x.lease.TaskID, api.IntentRequest{
-		SessionID: p.keeper.sessionID(), Epoch: x.lease.Epoch, Key: key, Method: string(ctx.Method()), URL: url,
+		SessionID: p.keeper.SessionID(), Epoch: x.lease.Epoch, Key: key, Method: string(ctx.Method()), URL: url,
 		BodyDigest: hex.EncodeToString(sum[:]), DeadlineMs: p.cfg.UpstreamTimeout.Milliseconds(),
 	})
 	cancel()
@@ -77,11 +77,11 @@ func (x *exchange) forwardJournaled() {
 	// The intent committed under the epoch; the local deadline may still
 	// have passed meanwhile. Not sending now leaves the intent in doubt for
 	// the next owner, which is the honest record.
-	if l, why := p.keeper.recheck(x.lease); why != "" {
-		x.refuse(p.blocked(why, l, x.task, true))
+	if l, why := p.keeper.Recheck(x.lease); why != "" {
+		x.refuse(p.Blocked(why, l, x.task, true))
 		return
 	}
-	client, err := p.up.client(true, x.lease.t)
+	client, err := p.up.client(true, x.lease.Ticket)
 	if err != nil {
 		x.upstreamFailed(err, stageRequest)
 		return
@@ -148,17 +148,17 @@ func readBounded(resp *fasthttp.Response, limit int64) ([]byte, bool, error) {
 func (x *exchange) intentFailed(err error) {
 	p := x.p
 	switch {
-	case p.keeper.lostByCluster(x.lease.TaskID, x.lease.Epoch, err):
-		x.refuse(p.blocked(reasonLost, x.lease, x.task, true))
+	case p.keeper.LostByCluster(x.lease.TaskID, x.lease.Epoch, err):
+		x.refuse(p.Blocked(ReasonLost, x.lease, x.task, true))
 	case errors.Is(err, lease.ErrPayloadMismatch):
 		p.metrics.requests.WithLabelValues(decisionRejected).Inc()
-		writeProblem(x.ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+		Problem(x.ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
 			"the effect journal holds this Idempotency-Key with a different body: "+alreadyPerformed(x), x.lease.Epoch)
 	case errors.Is(err, lease.ErrInDoubt):
-		x.refuse(&errReply{status: fasthttp.StatusConflict, code: CodeEffectInDoubt, title: "effect in doubt",
-			detail: "an earlier attempt with this Idempotency-Key has no recorded outcome; check the downstream before retrying", epoch: x.lease.Epoch})
+		x.refuse(&Reply{Status: fasthttp.StatusConflict, Code: CodeEffectInDoubt, Title: "effect in doubt",
+			Detail: "an earlier attempt with this Idempotency-Key has no recorded outcome; check the downstream before retrying", Epoch: x.lease.Epoch})
 	default:
-		x.refuse(&errReply{status: fasthttp.StatusServiceUnavailable, code: CodeJournalUnavailable, title: "journal unavailable",
-			detail: fmt.Sprintf("the intent could not be recorded, so the write was not sent: %v", err), epoch: x.lease.Epoch})
+		x.refuse(&Reply{Status: fasthttp.StatusServiceUnavailable, Code: CodeJournalUnavailable, Title: "journal unavailable",
+			Detail: fmt.Sprintf("the intent could not be recorded, so the write was not sent: %v", err), Epoch: x.lease.Epoch})
 	}
 }

@@ -88,7 +88,7 @@ func TestJournaledWriteReplayedForNewOwner(t *testing.T) {
 	jc.fakeCluster.mu.Lock()
 	delete(jc.fakeCluster.leases, "pay")
 	jc.fakeCluster.mu.Unlock()
-	a.keeper.drop("pay", 0, reasonLost, EventLost, "test")
+	a.keeper.Drop("pay", 0, ReasonLost, EventLost, "test")
 	cfg.Registerer = prometheus.NewRegistry()
 	b := startSidecar(t, jc, cfg)
 	mustAcquire(t, b, "pay")

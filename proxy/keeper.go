@@ -13,12 +13,12 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// keeper keeps the sidecar's leases: it owns the session, the heartbeat
+// Keeper keeps the sidecar's leases: it owns the session, the heartbeat
 // loop, the session watch, the watchdog and the lease table, behind a
 // small API — check (may this request write now), acquire, hold/unhold,
 // drop, subscribe. Everything that changes a lease goes through it, so it
 // is the one place that cuts connections and publishes events.
-type keeper struct {
+type Keeper struct {
 	cfg     Config
 	cluster Cluster
 	log     *zap.Logger
@@ -49,8 +49,8 @@ func ring(ch chan struct{}) {
 	}
 }
 
-func newKeeper(cfg Config, c Cluster, m *metrics) *keeper {
-	return &keeper{
+func NewKeeper(cfg Config, c Cluster, m *metrics) *Keeper {
+	return &Keeper{
 		cfg: cfg, cluster: c, log: cfg.Logger.Named("sidecar"), clock: cfg.Clock, metrics: m,
 		table:  newLeaseTable(cfg.Drift, cfg.MarginFloor),
 		events: newBroker(),
@@ -60,9 +60,9 @@ func newKeeper(cfg Config, c Cluster, m *metrics) *keeper {
 	}
 }
 
-// run starts the keeper's loops under ctx; go starts one goroutine the
+// Run starts the keeper's loops under ctx; go starts one goroutine the
 // caller waits for.
-func (k *keeper) run(ctx context.Context, goLoop func(func())) {
+func (k *Keeper) Run(ctx context.Context, goLoop func(func())) {
 	goLoop(func() { k.runHeartbeat(ctx) })
 	goLoop(func() { k.runWatchdog(ctx) })
 	if w, ok := k.cluster.(sessionWatcher); ok {
@@ -73,39 +73,39 @@ func (k *keeper) run(ctx context.Context, goLoop func(func())) {
 	}
 }
 
-// check returns the lease a request for taskID ("" = the only lease held)
+// Check returns the lease a request for taskID ("" = the only lease held)
 // writes under, and why it may not write now ("" = it may).
-func (k *keeper) check(taskID string) (leaseRef, reason) {
+func (k *Keeper) Check(taskID string) (Ref, Reason) {
 	return k.table.current(taskID, k.clock.Now())
 }
 
-// recheck asks again, right before a send, whether a write under l may
+// Recheck asks again, right before a send, whether a write under l may
 // leave: l's generation, or a newer one of the same epoch. It returns the
 // lease to stamp.
-func (k *keeper) recheck(l leaseRef) (leaseRef, reason) {
+func (k *Keeper) Recheck(l Ref) (Ref, Reason) {
 	now, err := k.table.current(l.TaskID, k.clock.Now())
 	if err == "" && now.Epoch != l.Epoch {
-		return now, reasonLost
+		return now, ReasonLost
 	}
 	return now, err
 }
 
-// sessionID is the open session's id, "" while none is open.
-func (k *keeper) sessionID() string {
+// SessionID is the open session's id, "" while none is open.
+func (k *Keeper) SessionID() string {
 	sid, _ := k.sid.Load().(string)
 	return sid
 }
 
-func (k *keeper) setSession(sid string) { k.sid.Store(sid) }
+func (k *Keeper) setSession(sid string) { k.sid.Store(sid) }
 
-// subscribe returns a channel of lease events and a cancel function.
-func (k *keeper) subscribe() (<-chan Event, func()) { return k.events.subscribe() }
+// Subscribe returns a channel of lease events and a cancel function.
+func (k *Keeper) Subscribe() (<-chan Event, func()) { return k.events.subscribe() }
 
-// views is the local view of every held lease.
-func (k *keeper) views() []LeaseView { return k.table.views(k.clock.Now()) }
+// Views is the local view of every held lease.
+func (k *Keeper) Views() []View { return k.table.views(k.clock.Now()) }
 
 // publish records and fans out a lease event.
-func (k *keeper) publish(kind EventKind, taskID string, epoch uint64, why string) {
+func (k *Keeper) publish(kind EventKind, taskID string, epoch uint64, why string) {
 	k.metrics.leaseEvents.WithLabelValues(string(kind)).Inc()
 	if ce := k.log.Check(zap.InfoLevel, "lease event"); ce != nil {
 		ce.Write(zap.String("kind", string(kind)), zap.String("task", taskID), zap.Uint64("epoch", epoch), zap.String("reason", why))
@@ -114,21 +114,21 @@ func (k *keeper) publish(kind EventKind, taskID string, epoch uint64, why string
 }
 
 // cut closes what a transition severed.
-func (k *keeper) cut(c severed) {
+func (k *Keeper) cut(c severed) {
 	if n := c.close(); n > 0 {
 		k.metrics.tunnelsCut.Add(float64(n))
 	}
 }
 
 // changed wakes every loop after the lease set changed.
-func (k *keeper) changed() {
+func (k *Keeper) changed() {
 	ring(k.wake.hb)
 	ring(k.wake.dog)
 	ring(k.wake.watch)
 }
 
-// drop forgets a lease locally, cuts its connections and publishes.
-func (k *keeper) drop(taskID string, epoch uint64, r reason, kind EventKind, why string) {
+// Drop forgets a lease locally, cuts its connections and publishes.
+func (k *Keeper) Drop(taskID string, epoch uint64, r Reason, kind EventKind, why string) {
 	c, ep, ok := k.table.drop(taskID, epoch, r)
 	if !ok {
 		return
@@ -138,33 +138,33 @@ func (k *keeper) drop(taskID string, epoch uint64, r reason, kind EventKind, why
 	k.changed()
 }
 
-// hold blocks a lease's writes and cuts what is in flight while the
+// Hold blocks a lease's writes and cuts what is in flight while the
 // worker ends it (r says how).
-func (k *keeper) hold(taskID string, epoch uint64, r reason) {
+func (k *Keeper) Hold(taskID string, epoch uint64, r Reason) {
 	if c, ok := k.table.hold(taskID, epoch, r); ok {
 		k.cut(c)
 	}
 }
 
-// unhold undoes hold after the worker's call failed.
-func (k *keeper) unhold(taskID string, epoch uint64) {
+// Unhold undoes hold after the worker's call failed.
+func (k *Keeper) Unhold(taskID string, epoch uint64) {
 	k.table.unhold(taskID, epoch, k.clock.Now())
 }
 
-// lostByCluster drops a lease the cluster says the caller no longer holds
+// LostByCluster drops a lease the cluster says the caller no longer holds
 // (stale epoch, not holder, not active): the cluster knows better than
 // the local deadline.
-func (k *keeper) lostByCluster(taskID string, epoch uint64, err error) bool {
+func (k *Keeper) LostByCluster(taskID string, epoch uint64, err error) bool {
 	if taskID == "" || epoch == 0 ||
 		!(errors.Is(err, lease.ErrStaleEpoch) || errors.Is(err, lease.ErrNotHolder) || errors.Is(err, lease.ErrLeaseNotActive)) {
 		return false
 	}
-	k.drop(taskID, epoch, reasonLost, EventLost, err.Error())
+	k.Drop(taskID, epoch, ReasonLost, EventLost, err.Error())
 	return true
 }
 
 // openSession opens the sidecar's one session with the cluster.
-func (k *keeper) openSession(ctx context.Context) error {
+func (k *Keeper) openSession(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, k.cfg.ClusterTimeout)
 	defer cancel()
 	sess, err := k.cluster.OpenSession(cctx, api.OpenSessionRequest{WorkerID: k.cfg.WorkerID})
@@ -178,20 +178,20 @@ func (k *keeper) openSession(ctx context.Context) error {
 
 // sessionLost forgets the session and every lease held through it; the
 // heartbeat loop opens a new session, and the worker must acquire again.
-func (k *keeper) sessionLost(why string) {
+func (k *Keeper) sessionLost(why string) {
 	k.setSession("")
-	for _, l := range k.table.dropAll(reasonLost) {
+	for _, l := range k.table.dropAll(ReasonLost) {
 		k.cut(l.cut)
 		k.publish(EventLost, l.taskID, l.epoch, why)
 	}
 	k.changed()
 }
 
-// acquire asks the cluster for a named task's lease (or, with claim, for
+// Acquire asks the cluster for a named task's lease (or, with claim, for
 // the most urgent claimable task) and records the grant. The local
 // deadline counts from the moment the request was sent.
-func (k *keeper) acquire(ctx context.Context, taskID string, claim bool, req api.AcquireRequest) (api.Grant, error) {
-	sid := k.sessionID()
+func (k *Keeper) Acquire(ctx context.Context, taskID string, claim bool, req api.AcquireRequest) (api.Grant, error) {
+	sid := k.SessionID()
 	if sid == "" {
 		return api.Grant{}, ErrNoSession
 	}
@@ -226,10 +226,10 @@ func (k *keeper) acquire(ctx context.Context, taskID string, claim bool, req api
 // retries with jitter until it holds it or the sidecar stops. A lease
 // lost later is not re-acquired: a revoke must stick, and a worker whose
 // lease expired should restart from the checkpoint with a fresh sidecar.
-func (k *keeper) runOneTask(ctx context.Context) {
+func (k *Keeper) runOneTask(ctx context.Context) {
 	fails := 0
 	for ctx.Err() == nil {
-		_, err := k.acquire(ctx, k.cfg.Task, false, api.AcquireRequest{Create: true, Profile: k.cfg.Profile})
+		_, err := k.Acquire(ctx, k.cfg.Task, false, api.AcquireRequest{Create: true, Profile: k.cfg.Profile})
 		if err == nil {
 			return
 		}
@@ -247,26 +247,26 @@ func (k *keeper) runOneTask(ctx context.Context) {
 	}
 }
 
-// ready reports the keeper's part of readiness: a session, and in
+// Ready reports the keeper's part of readiness: a session, and in
 // one-task mode a current lease on the task.
-func (k *keeper) ready() (bool, string) {
-	if k.sessionID() == "" {
+func (k *Keeper) Ready() (bool, string) {
+	if k.SessionID() == "" {
 		return false, "no cluster session"
 	}
 	if k.cfg.Task != "" {
-		if _, why := k.check(k.cfg.Task); why != "" {
+		if _, why := k.Check(k.cfg.Task); why != "" {
 			return false, "no current lease on " + k.cfg.Task + ": " + string(why)
 		}
 	}
 	return true, "ok"
 }
 
-// giveBackAll releases every held lease as given back, so reclaim is
+// GiveBackAll releases every held lease as given back, so reclaim is
 // immediate instead of waiting for expiry, and drops it locally even when
 // the cluster cannot be reached (the lease then expires on its own).
-func (k *keeper) giveBackAll(ctx context.Context) {
-	sid := k.sessionID()
-	for _, v := range k.views() {
+func (k *Keeper) GiveBackAll(ctx context.Context) {
+	sid := k.SessionID()
+	for _, v := range k.Views() {
 		if sid != "" {
 			cctx, cancel := context.WithTimeout(ctx, k.cfg.ClusterTimeout)
 			_, err := k.cluster.Release(cctx, v.TaskID, api.ReleaseRequest{
@@ -277,14 +277,14 @@ func (k *keeper) giveBackAll(ctx context.Context) {
 				k.log.Warn("give back on shutdown", zap.String("task", v.TaskID), zap.Error(err))
 			}
 		}
-		k.drop(v.TaskID, v.Epoch, reasonReleased, EventReleased, "sidecar shutdown")
+		k.Drop(v.TaskID, v.Epoch, ReasonReleased, EventReleased, "sidecar shutdown")
 	}
 }
 
-// closeSession closes the session at the cluster, bounded by
+// CloseSession closes the session at the cluster, bounded by
 // ClusterTimeout, and ends every subscription.
-func (k *keeper) closeSession(ctx context.Context) {
-	if sid := k.sessionID(); sid != "" {
+func (k *Keeper) CloseSession(ctx context.Context) {
+	if sid := k.SessionID(); sid != "" {
 		cctx, cancel := context.WithTimeout(ctx, k.cfg.ClusterTimeout)
 		if err := k.cluster.CloseSession(cctx, sid); err != nil {
 			k.log.Warn("close session", zap.Error(err))
@@ -296,7 +296,7 @@ func (k *keeper) closeSession(ctx context.Context) {
 
 // sleep waits d on the keeper's clock. It returns true when woken early
 // through wake, false when d passed or ctx ended.
-func (k *keeper) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+func (k *Keeper) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := k.clock.NewTimer(d)
 	defer t.Stop()
 	select {

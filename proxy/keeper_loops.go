@@ -32,11 +32,11 @@ func retryDelay(fails int, interval time.Duration) time.Duration {
 // interval (the smallest among held leases), each naming every held
 // lease. Exactly one heartbeat is in flight at a time because this single
 // goroutine sends them synchronously (DESIGN.md 4.2).
-func (k *keeper) runHeartbeat(ctx context.Context) {
+func (k *Keeper) runHeartbeat(ctx context.Context) {
 	fails := 0
 	var lastSent time.Time
 	for ctx.Err() == nil {
-		sid := k.sessionID()
+		sid := k.SessionID()
 		if sid == "" {
 			if err := k.openSession(ctx); err != nil {
 				fails++
@@ -72,14 +72,14 @@ func (k *keeper) runHeartbeat(ctx context.Context) {
 }
 
 // heartbeatNow makes the heartbeat loop stop waiting and send one.
-func (k *keeper) heartbeatNow() {
+func (k *Keeper) heartbeatNow() {
 	k.wake.hbNow.Store(true)
 	ring(k.wake.hb)
 }
 
 // heartbeat makes one attempt and applies its reply; it returns the send
 // time, from which the next one is scheduled.
-func (k *keeper) heartbeat(ctx context.Context, sid string, fails *int) time.Time {
+func (k *Keeper) heartbeat(ctx context.Context, sid string, fails *int) time.Time {
 	timeout := min(k.cfg.ClusterTimeout, k.table.interval(k.cfg.SessionHeartbeat))
 	req := api.HeartbeatRequest{Leases: k.table.heldList()}
 	hctx, cancel := context.WithTimeout(ctx, timeout)
@@ -109,7 +109,7 @@ func (k *keeper) heartbeat(ctx context.Context, sid string, fails *int) time.Tim
 
 // applyHeartbeat applies a reply to a heartbeat sent at sent: renewals
 // extend deadlines from the send time; signals take effect at once.
-func (k *keeper) applyHeartbeat(resp api.HeartbeatResponse, sent time.Time) {
+func (k *Keeper) applyHeartbeat(resp api.HeartbeatResponse, sent time.Time) {
 	changed := false
 	for _, ls := range resp.Leases {
 		kind, c, epoch := k.table.renew(ls, sent, k.clock.Now())
@@ -138,7 +138,7 @@ func (k *keeper) applyHeartbeat(resp api.HeartbeatResponse, sent time.Time) {
 // the moment it may no longer write. Blocking new writes does not depend
 // on it (every request asks mayWrite); the watchdog stops what is already
 // in flight.
-func (k *keeper) runWatchdog(ctx context.Context) {
+func (k *Keeper) runWatchdog(ctx context.Context) {
 	for {
 		// One instant for both: a deadline between two clock reads would
 		// be neither lapsed nor waited for.
@@ -182,7 +182,7 @@ const watchWait = 3 * time.Second
 // runWatch long-polls the cluster for changes to the session's leases and,
 // on one, makes the heartbeat loop send a heartbeat now; the reply carries
 // the signal (revoked, lost, ...) through the one path that applies it.
-func (k *keeper) runWatch(ctx context.Context, w sessionWatcher) {
+func (k *Keeper) runWatch(ctx context.Context, w sessionWatcher) {
 	var (
 		since  uint64
 		primed bool
@@ -190,7 +190,7 @@ func (k *keeper) runWatch(ctx context.Context, w sessionWatcher) {
 		fails  int
 	)
 	for ctx.Err() == nil {
-		cur := k.sessionID()
+		cur := k.SessionID()
 		if cur == "" || k.table.count() == 0 {
 			// Nothing to be told about; re-check when the lease set changes.
 			k.sleep(ctx, time.Second, k.wake.watch)

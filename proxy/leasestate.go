@@ -8,33 +8,33 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// reason says why a task has no current lease; it picks the problem type
+// Reason says why a task has no current lease; it picks the problem type
 // of a blocked write.
-type reason string
+type Reason string
 
 const (
-	reasonNone     reason = "none"     // never held, or unknown task
-	reasonExpired  reason = "expired"  // local deadline passed, or the cluster expired it
-	reasonSuspect  reason = "suspect"  // the cluster reports suspect_dead
-	reasonRevoked  reason = "revoked"  // revoked by an operator or a conflict
-	reasonWaiting  reason = "waiting"  // parked by a wait
-	reasonReleased reason = "released" // completed, failed or given back
-	reasonLost     reason = "lost"     // superseded, or the session died
-	reasonAmbig    reason = "ambiguous"
+	ReasonNone     Reason = "none"     // never held, or unknown task
+	ReasonExpired  Reason = "expired"  // local deadline passed, or the cluster expired it
+	ReasonSuspect  Reason = "suspect"  // the cluster reports suspect_dead
+	ReasonRevoked  Reason = "revoked"  // revoked by an operator or a conflict
+	ReasonWaiting  Reason = "waiting"  // parked by a wait
+	ReasonReleased Reason = "released" // completed, failed or given back
+	ReasonLost     Reason = "lost"     // superseded, or the session died
+	ReasonAmbig    Reason = "ambiguous"
 )
 
 // problem returns the problem code and title of a blocked request.
-func (r reason) problem() (code, title string) {
+func (r Reason) problem() (code, title string) {
 	switch r {
-	case reasonExpired:
+	case ReasonExpired:
 		return CodeLeaseExpired, "lease expired: write blocked"
-	case reasonSuspect:
+	case ReasonSuspect:
 		return CodeLeaseSuspect, "lease suspect: write blocked until the heartbeat gets through"
-	case reasonRevoked:
+	case ReasonRevoked:
 		return CodeLeaseRevoked, "lease revoked: write blocked"
-	case reasonWaiting:
+	case ReasonWaiting:
 		return CodeLeaseWaiting, "task is waiting: write blocked"
-	case reasonAmbig:
+	case ReasonAmbig:
 		return CodeAmbiguousTask, "several leases held: name the task"
 	default:
 		return CodeNoLease, "no lease for this task: write blocked"
@@ -73,19 +73,19 @@ const (
 type leaseState struct {
 	mu        sync.Mutex
 	phase     phase
-	why       reason // for phaseBlocked, phaseEnding and phaseGone
+	why       Reason // for phaseBlocked, phaseEnding and phaseGone
 	before    phase  // where an ending returns when the call fails
-	beforeWhy reason
+	beforeWhy Reason
 	deadline  time.Time // monotonic; writes stop at this instant
 	gen       uint64    // incremented each time the lease becomes current
 	conns     map[io.Closer]bool
 	client    *fasthttp.Client // write client of gen; its connections are in conns
 }
 
-// ticket is the right to write under one generation of a lease. A
+// Ticket is the right to write under one generation of a lease. A
 // request takes one when it is decided and checks it again before it is
 // sent; a write connection carries one for its whole life.
-type ticket struct {
+type Ticket struct {
 	st  *leaseState
 	gen uint64
 }
@@ -97,18 +97,18 @@ type ticket struct {
 // deadline. Every check of a request, the re-check before the send, every
 // socket write of a write connection, the watchdog and the lease view all
 // ask it. The deadline itself is compared in pastDeadline only.
-func (s *leaseState) mayWrite(now time.Time, gen uint64) reason {
+func (s *leaseState) mayWrite(now time.Time, gen uint64) Reason {
 	switch s.phase {
 	case phaseBlocked, phaseEnding, phaseGone:
 		return s.why
 	case phaseLapsed:
-		return reasonExpired
+		return ReasonExpired
 	}
 	if gen != s.gen {
-		return reasonExpired // that generation was cut; a newer one is not the caller's
+		return ReasonExpired // that generation was cut; a newer one is not the caller's
 	}
 	if s.pastDeadline(now) {
-		return reasonExpired
+		return ReasonExpired
 	}
 	return ""
 }
@@ -122,10 +122,10 @@ func (s *leaseState) pastDeadline(now time.Time) bool {
 	return !DeadlineCheckDisabled && !now.Before(s.deadline)
 }
 
-// mayWrite asks the ticket's lease whether a write may leave at now.
-func (t ticket) mayWrite(now time.Time) reason {
+// MayWrite asks the ticket's lease whether a write may leave at now.
+func (t Ticket) MayWrite(now time.Time) Reason {
 	if t.st == nil {
-		return reasonNone
+		return ReasonNone
 	}
 	t.st.mu.Lock()
 	defer t.st.mu.Unlock()
@@ -134,10 +134,10 @@ func (t ticket) mayWrite(now time.Time) reason {
 
 // check returns the lease's current generation and whether a write under
 // it may leave at now.
-func (s *leaseState) check(now time.Time) (ticket, reason) {
+func (s *leaseState) check(now time.Time) (Ticket, Reason) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ticket{st: s, gen: s.gen}, s.mayWrite(now, s.gen)
+	return Ticket{st: s, gen: s.gen}, s.mayWrite(now, s.gen)
 }
 
 // severed is what a transition out of phaseCurrent took away: the
@@ -164,7 +164,7 @@ func (c severed) close() (tunnels int) {
 
 // enter moves to phase p. Entering phaseCurrent starts a new generation;
 // leaving it severs the old one. s.mu must be held.
-func (s *leaseState) enter(p phase, why reason) severed {
+func (s *leaseState) enter(p phase, why Reason) severed {
 	var cut severed
 	if s.phase == phaseCurrent && p != phaseCurrent {
 		cut = severed{conns: s.conns, client: s.client}
@@ -179,7 +179,7 @@ func (s *leaseState) enter(p phase, why reason) severed {
 
 // newLeaseState is the state of a lease just granted with the given
 // deadline; blocked is the reason when the grant came back not active.
-func newLeaseState(deadline time.Time, blocked reason, now time.Time) *leaseState {
+func newLeaseState(deadline time.Time, blocked Reason, now time.Time) *leaseState {
 	s := &leaseState{phase: phaseLapsed, deadline: deadline}
 	s.phase = s.settle(blocked, now)
 	if s.phase == phaseCurrent {
@@ -190,7 +190,7 @@ func newLeaseState(deadline time.Time, blocked reason, now time.Time) *leaseStat
 
 // settle is the phase a lease the cluster calls active (blocked "") or
 // not (blocked the reason) is in at now.
-func (s *leaseState) settle(blocked reason, now time.Time) phase {
+func (s *leaseState) settle(blocked Reason, now time.Time) phase {
 	switch {
 	case blocked != "":
 		return phaseBlocked
@@ -203,7 +203,7 @@ func (s *leaseState) settle(blocked reason, now time.Time) phase {
 // regranted applies the same grant received again (a retried acquire):
 // the deadline only moves later, and a generation that stays current
 // keeps its connections.
-func (s *leaseState) regranted(deadline time.Time, blocked reason, now time.Time) severed {
+func (s *leaseState) regranted(deadline time.Time, blocked Reason, now time.Time) severed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if deadline.After(s.deadline) {
@@ -243,7 +243,7 @@ func (s *leaseState) suspected(now time.Time) (EventKind, severed) {
 		return "", severed{}
 	}
 	wasCurrent := s.mayWrite(now, s.gen) == ""
-	cut := s.enter(phaseBlocked, reasonSuspect)
+	cut := s.enter(phaseBlocked, ReasonSuspect)
 	if wasCurrent {
 		return EventLost, cut
 	}
@@ -264,7 +264,7 @@ func (s *leaseState) lapse(now time.Time) (severed, bool) {
 // hold blocks writes while the worker's release or wait (why) is in
 // flight: once the call commits nobody may write under the epoch, so
 // nothing may slip out between the commit and the local drop.
-func (s *leaseState) hold(why reason) severed {
+func (s *leaseState) hold(why Reason) severed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.phase == phaseEnding || s.phase == phaseGone {
@@ -290,7 +290,7 @@ func (s *leaseState) unhold(now time.Time) {
 }
 
 // end moves the lease to phaseGone for why.
-func (s *leaseState) end(why reason) severed {
+func (s *leaseState) end(why Reason) severed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.enter(phaseGone, why)

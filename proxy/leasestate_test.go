@@ -18,15 +18,15 @@ func TestLeaseStateTransitions(t *testing.T) {
 	// Suspect: blocked, and a request decided before is refused too.
 	kind, _ := st.suspected(now)
 	require.Equal(t, EventLost, kind)
-	require.Equal(t, reasonSuspect, tk.mayWrite(now))
+	require.Equal(t, ReasonSuspect, tk.MayWrite(now))
 
 	// A release in flight while suspect; it fails: back to suspect, not
 	// to current.
-	st.hold(reasonReleased)
-	require.Equal(t, reasonReleased, tk.mayWrite(now))
+	st.hold(ReasonReleased)
+	require.Equal(t, ReasonReleased, tk.MayWrite(now))
 	st.unhold(now)
 	_, why = st.check(now)
-	require.Equal(t, reasonSuspect, why)
+	require.Equal(t, ReasonSuspect, why)
 
 	// A renewal revives it under a new generation; the old ticket stays
 	// refused, so nothing decided under the suspect one leaves.
@@ -35,29 +35,29 @@ func TestLeaseStateTransitions(t *testing.T) {
 	tk2, why := st.check(now)
 	require.Empty(t, why)
 	require.NotEqual(t, tk.gen, tk2.gen)
-	require.Equal(t, reasonExpired, tk.mayWrite(now))
+	require.Equal(t, ReasonExpired, tk.MayWrite(now))
 
 	// The watchdog lapses it at the deadline, not a nanosecond later.
 	_, ok := st.lapse(now.Add(10*time.Second - time.Nanosecond))
 	require.False(t, ok)
 	_, ok = st.lapse(now.Add(10 * time.Second))
 	require.True(t, ok)
-	require.Equal(t, reasonExpired, tk2.mayWrite(now), "lapsed: refused even at an earlier instant")
+	require.Equal(t, ReasonExpired, tk2.MayWrite(now), "lapsed: refused even at an earlier instant")
 
 	// A renewal that comes too late does not revive it.
 	kind, _ = st.renewed(now.Add(11*time.Second), now.Add(12*time.Second))
 	require.Empty(t, kind)
 	_, why = st.check(now.Add(12 * time.Second))
-	require.Equal(t, reasonExpired, why)
+	require.Equal(t, ReasonExpired, why)
 
 	// Gone is final: renewals and suspicion are ignored.
-	st.end(reasonRevoked)
+	st.end(ReasonRevoked)
 	kind, _ = st.renewed(now.Add(time.Hour), now)
 	require.Empty(t, kind)
 	kind, _ = st.suspected(now)
 	require.Empty(t, kind)
 	_, why = st.check(now)
-	require.Equal(t, reasonRevoked, why)
+	require.Equal(t, ReasonRevoked, why)
 }
 
 // Leaving the current phase severs the generation's connections once;
@@ -68,10 +68,10 @@ func TestLeaseStateSeversConnectionsOnce(t *testing.T) {
 	tk, _ := st.check(now)
 	c := &countCloser{}
 	require.True(t, st.track(tk.gen, c, true))
-	cut := st.hold(reasonWaiting)
+	cut := st.hold(ReasonWaiting)
 	require.Equal(t, 1, cut.close())
 	require.Equal(t, 1, c.n)
-	require.Zero(t, st.hold(reasonWaiting), "already ending: nothing more to sever")
+	require.Zero(t, st.hold(ReasonWaiting), "already ending: nothing more to sever")
 	require.False(t, st.track(tk.gen, &countCloser{}, false))
 	st.unhold(now)
 	tk2, _ := st.check(now)

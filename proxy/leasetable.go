@@ -33,22 +33,22 @@ type heldLease struct {
 	ordinal   uint64 // writes forwarded with a derived key since ckptSeq
 }
 
-// leaseRef is what a request needs of a lease: whom to stamp, and the
+// Ref is what a request needs of a lease: whom to stamp, and the
 // ticket to check again before the send.
-type leaseRef struct {
+type Ref struct {
 	TaskID    string
 	Epoch     uint64
 	Signature string
-	t         ticket
+	Ticket         Ticket
 }
 
-func (l *heldLease) ref(t ticket) leaseRef {
-	return leaseRef{TaskID: l.taskID, Epoch: l.epoch, Signature: l.signature, t: t}
+func (l *heldLease) ref(t Ticket) Ref {
+	return Ref{TaskID: l.taskID, Epoch: l.epoch, Signature: l.signature, Ticket: t}
 }
 
 type goneLease struct {
 	epoch  uint64
-	reason reason
+	reason Reason
 }
 
 // goneLimit bounds the tombstones kept to name the reason of a block.
@@ -78,13 +78,13 @@ func (t *leaseTable) deadlineFor(sent time.Time, validFor time.Duration) time.Ti
 // grant records a new lease from an acquire or claim sent at sent. A
 // grant of a newer epoch replaces the older record; the same grant again
 // keeps the record (its ordinal, and its generation while current).
-func (t *leaseTable) grant(g api.Grant, sent, now time.Time) (leaseRef, severed) {
+func (t *leaseTable) grant(g api.Grant, sent, now time.Time) (Ref, severed) {
 	taskID := g.Lease.TaskID
 	if taskID == "" {
 		taskID = g.Task.ID
 	}
 	deadline := t.deadlineFor(sent, time.Duration(g.ValidForMs)*time.Millisecond)
-	var blocked reason
+	var blocked Reason
 	if g.Lease.Status != "" && g.Lease.Status != lease.StatusActive {
 		blocked = reasonFromStatus(g.Lease.Status)
 	}
@@ -107,7 +107,7 @@ func (t *leaseTable) grant(g api.Grant, sent, now time.Time) (leaseRef, severed)
 		return old.ref(tk), cut
 	}
 	if old != nil {
-		cut = old.st.end(reasonLost)
+		cut = old.st.end(ReasonLost)
 	}
 	l := &heldLease{
 		taskID: taskID, epoch: g.Lease.Epoch, signature: g.TokenSignature,
@@ -123,7 +123,7 @@ func (t *leaseTable) grant(g api.Grant, sent, now time.Time) (leaseRef, severed)
 
 // current returns the lease of taskID ("" = the only lease held) and
 // why a write under it may not leave at now ("" = it may).
-func (t *leaseTable) current(taskID string, now time.Time) (leaseRef, reason) {
+func (t *leaseTable) current(taskID string, now time.Time) (Ref, Reason) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var l *heldLease
@@ -132,24 +132,24 @@ func (t *leaseTable) current(taskID string, now time.Time) (leaseRef, reason) {
 		case 0:
 			if len(t.gone) == 1 {
 				for id, g := range t.gone {
-					return leaseRef{TaskID: id, Epoch: g.epoch}, g.reason
+					return Ref{TaskID: id, Epoch: g.epoch}, g.reason
 				}
 			}
-			return leaseRef{}, reasonNone
+			return Ref{}, ReasonNone
 		case 1:
 			for _, h := range t.held {
 				l = h
 			}
 		default:
-			return leaseRef{}, reasonAmbig
+			return Ref{}, ReasonAmbig
 		}
 	} else {
 		l = t.held[taskID]
 		if l == nil {
 			if g, ok := t.gone[taskID]; ok {
-				return leaseRef{TaskID: taskID, Epoch: g.epoch}, g.reason
+				return Ref{TaskID: taskID, Epoch: g.epoch}, g.reason
 			}
-			return leaseRef{TaskID: taskID}, reasonNone
+			return Ref{TaskID: taskID}, ReasonNone
 		}
 	}
 	tk, why := l.st.check(now)
@@ -166,21 +166,21 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (EventKind, s
 	if l == nil || ls.Epoch < l.epoch {
 		return "", severed{}, 0 // not ours, or about an older grant
 	}
-	drop := func(r reason, kind EventKind) (EventKind, severed, uint64) {
+	drop := func(r Reason, kind EventKind) (EventKind, severed, uint64) {
 		return kind, t.dropLocked(l, r), l.epoch
 	}
 	if ls.Epoch > l.epoch {
-		return drop(reasonLost, EventLost) // someone else holds a newer grant
+		return drop(ReasonLost, EventLost) // someone else holds a newer grant
 	}
 	switch ls.Signal {
 	case api.SignalRevoked:
-		return drop(reasonRevoked, EventRevoked)
+		return drop(ReasonRevoked, EventRevoked)
 	case api.SignalWaiting:
-		return drop(reasonWaiting, EventLost)
+		return drop(ReasonWaiting, EventLost)
 	case api.SignalLost:
 		r := reasonFromStatus(ls.Status)
-		if r == "" || r == reasonSuspect {
-			r = reasonLost
+		if r == "" || r == ReasonSuspect {
+			r = ReasonLost
 		}
 		return drop(r, EventLost)
 	}
@@ -188,7 +188,7 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (EventKind, s
 	case "":
 		kind, cut := l.st.renewed(t.deadlineFor(sent, time.Duration(ls.ValidForMs)*time.Millisecond), now)
 		return kind, cut, l.epoch
-	case reasonSuspect:
+	case ReasonSuspect:
 		kind, cut := l.st.suspected(now)
 		return kind, cut, l.epoch
 	default:
@@ -206,26 +206,26 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (EventKind, s
 
 // reasonFromStatus is the reason a lease in status s may not write (""
 // for active; an empty status counts as active).
-func reasonFromStatus(s lease.Status) reason {
+func reasonFromStatus(s lease.Status) Reason {
 	switch s {
 	case lease.StatusActive, "":
 		return ""
 	case lease.StatusSuspectDead:
-		return reasonSuspect
+		return ReasonSuspect
 	case lease.StatusRevoked:
-		return reasonRevoked
+		return ReasonRevoked
 	case lease.StatusPausedWaiting:
-		return reasonWaiting
+		return ReasonWaiting
 	case lease.StatusReleased:
-		return reasonReleased
+		return ReasonReleased
 	default: // expired, reclaimed
-		return reasonExpired
+		return ReasonExpired
 	}
 }
 
 // dropLocked removes l, remembers why and ends its state; t.mu must be
 // held.
-func (t *leaseTable) dropLocked(l *heldLease, r reason) severed {
+func (t *leaseTable) dropLocked(l *heldLease, r Reason) severed {
 	delete(t.held, l.taskID)
 	if len(t.gone) >= goneLimit {
 		for k := range t.gone { // evict an arbitrary one; they are only hints
@@ -239,7 +239,7 @@ func (t *leaseTable) dropLocked(l *heldLease, r reason) severed {
 
 // hold blocks new writes of a lease while the worker's release or wait
 // is in flight and severs what is in flight.
-func (t *leaseTable) hold(taskID string, epoch uint64, r reason) (severed, bool) {
+func (t *leaseTable) hold(taskID string, epoch uint64, r Reason) (severed, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.held[taskID]
@@ -260,7 +260,7 @@ func (t *leaseTable) unhold(taskID string, epoch uint64, now time.Time) {
 
 // drop removes the lease of taskID (when its epoch matches, or epoch is
 // 0) and returns what it severed and its epoch.
-func (t *leaseTable) drop(taskID string, epoch uint64, r reason) (severed, uint64, bool) {
+func (t *leaseTable) drop(taskID string, epoch uint64, r Reason) (severed, uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.held[taskID]
@@ -279,7 +279,7 @@ type ended struct {
 }
 
 // dropAll removes every lease (the session is gone).
-func (t *leaseTable) dropAll(r reason) []ended {
+func (t *leaseTable) dropAll(r Reason) []ended {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []ended

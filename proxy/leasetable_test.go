@@ -36,7 +36,7 @@ func TestDeadlineCountsFromSendTime(t *testing.T) {
 	_, why := lt.current("t", sent.Add(9800*time.Millisecond-time.Nanosecond))
 	require.Empty(t, why)
 	_, why = lt.current("t", sent.Add(9800*time.Millisecond))
-	require.Equal(t, reasonExpired, why, "blocked exactly at the deadline, never later")
+	require.Equal(t, ReasonExpired, why, "blocked exactly at the deadline, never later")
 
 	// A renewal sent at +5s extends to +14.8s, measured from its send.
 	kind, cut, _ := lt.renew(api.LeaseState{TaskID: "t", Epoch: 7, Status: lease.StatusActive, ValidForMs: 10000}, sent.Add(5*time.Second), sent.Add(6*time.Second))
@@ -45,7 +45,7 @@ func TestDeadlineCountsFromSendTime(t *testing.T) {
 	_, why = lt.current("t", sent.Add(14799*time.Millisecond))
 	require.Empty(t, why)
 	_, why = lt.current("t", sent.Add(14800*time.Millisecond))
-	require.Equal(t, reasonExpired, why)
+	require.Equal(t, ReasonExpired, why)
 
 	// An older reply can never shorten the deadline.
 	lt.renew(api.LeaseState{TaskID: "t", Epoch: 7, Status: lease.StatusActive, ValidForMs: 1000}, sent.Add(5*time.Second), sent.Add(6*time.Second))
@@ -58,7 +58,7 @@ func TestValidityShorterThanMarginIsNeverCurrent(t *testing.T) {
 	lt := newLeaseTable(0.01, 200*time.Millisecond)
 	lt.grant(testGrant("t", 1, 150*time.Millisecond, time.Second), clk.Now(), clk.Now())
 	_, why := lt.current("t", clk.Now())
-	require.Equal(t, reasonExpired, why)
+	require.Equal(t, ReasonExpired, why)
 }
 
 func TestSignalsTakeEffectAtOnce(t *testing.T) {
@@ -67,19 +67,19 @@ func TestSignalsTakeEffectAtOnce(t *testing.T) {
 		sig    string
 		status lease.Status
 		kind   EventKind
-		why    reason
+		why    Reason
 	}{
-		{api.SignalRevoked, lease.StatusRevoked, EventRevoked, reasonRevoked},
-		{api.SignalLost, lease.StatusExpired, EventLost, reasonExpired},
-		{api.SignalLost, lease.StatusReclaimed, EventLost, reasonExpired},
-		{api.SignalWaiting, lease.StatusPausedWaiting, EventLost, reasonWaiting},
-		{"", lease.StatusSuspectDead, EventLost, reasonSuspect},
+		{api.SignalRevoked, lease.StatusRevoked, EventRevoked, ReasonRevoked},
+		{api.SignalLost, lease.StatusExpired, EventLost, ReasonExpired},
+		{api.SignalLost, lease.StatusReclaimed, EventLost, ReasonExpired},
+		{api.SignalWaiting, lease.StatusPausedWaiting, EventLost, ReasonWaiting},
+		{"", lease.StatusSuspectDead, EventLost, ReasonSuspect},
 	} {
 		lt := newLeaseTable(0.01, 200*time.Millisecond)
 		ref, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
 		kind, _, epoch := lt.renew(api.LeaseState{TaskID: "t", Epoch: 5, Status: tc.status, Signal: tc.sig}, now, now)
 		require.Equal(t, tc.kind, kind, tc.sig)
-		require.Equal(t, tc.why, ref.t.mayWrite(now), "a request decided before the signal is refused too: %s", tc.sig)
+		require.Equal(t, tc.why, ref.Ticket.MayWrite(now), "a request decided before the signal is refused too: %s", tc.sig)
 		require.Equal(t, uint64(5), epoch)
 		_, why := lt.current("t", now)
 		require.Equal(t, tc.why, why, tc.sig)
@@ -93,7 +93,7 @@ func TestSupersededEpochIsLost(t *testing.T) {
 	kind, _, _ := lt.renew(api.LeaseState{TaskID: "t", Epoch: 6, Status: lease.StatusActive, ValidForMs: 10000}, now, now)
 	require.Equal(t, EventLost, kind)
 	_, why := lt.current("t", now)
-	require.Equal(t, reasonLost, why)
+	require.Equal(t, ReasonLost, why)
 }
 
 func TestRevivedAfterLocalExpiry(t *testing.T) {
@@ -105,14 +105,14 @@ func TestRevivedAfterLocalExpiry(t *testing.T) {
 	expired := lt.lapseDue(clk.Now())
 	require.Len(t, expired, 1)
 	_, why := lt.current("t", clk.Now())
-	require.Equal(t, reasonExpired, why)
+	require.Equal(t, ReasonExpired, why)
 	// A late heartbeat, sent now, renews: same epoch, nobody else let in.
 	kind, _, _ := lt.renew(api.LeaseState{TaskID: "t", Epoch: 5, Status: lease.StatusActive, Signal: api.SignalRevived, ValidForMs: 2000}, clk.Now(), clk.Now())
 	require.Equal(t, EventRevived, kind)
 	snap, why := lt.current("t", clk.Now())
 	require.Empty(t, why)
-	require.NotEqual(t, before.t.gen, snap.t.gen, "a revived lease gets a fresh generation")
-	require.Equal(t, reasonExpired, before.t.mayWrite(clk.Now()), "the lapsed generation never writes again")
+	require.NotEqual(t, before.Ticket.gen, snap.Ticket.gen, "a revived lease gets a fresh generation")
+	require.Equal(t, ReasonExpired, before.Ticket.MayWrite(clk.Now()), "the lapsed generation never writes again")
 }
 
 func TestOrdinalRestartsAtCheckpoint(t *testing.T) {
@@ -139,13 +139,13 @@ func TestRegrantOfSameEpochKeepsGeneration(t *testing.T) {
 	a, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
 	lt.nextWrite("t", 5)
 	b, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now.Add(time.Second), now.Add(time.Second))
-	require.Equal(t, a.t, b.t)
-	require.Empty(t, a.t.mayWrite(now))
+	require.Equal(t, a.Ticket, b.Ticket)
+	require.Empty(t, a.Ticket.MayWrite(now))
 	_, n, _ := lt.nextWrite("t", 5)
 	require.Equal(t, uint64(2), n, "the ordinal survives a retried acquire")
 	c, _ := lt.grant(testGrant("t", 6, 10*time.Second, 3*time.Second), now, now)
-	require.NotSame(t, a.t.st, c.t.st)
-	require.Equal(t, reasonLost, a.t.mayWrite(now), "a newer epoch cuts the old one's connections")
+	require.NotSame(t, a.Ticket.st, c.Ticket.st)
+	require.Equal(t, ReasonLost, a.Ticket.MayWrite(now), "a newer epoch cuts the old one's connections")
 }
 
 func renewal(task string, epoch uint64, validMs int64) api.LeaseState {
@@ -156,20 +156,20 @@ func TestHoldBlocksWritesWhileReleasing(t *testing.T) {
 	now := time.Now()
 	lt := newLeaseTable(0.01, 0)
 	snap, _ := lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
-	_, ok := lt.hold("t", 5, reasonReleased)
+	_, ok := lt.hold("t", 5, ReasonReleased)
 	require.True(t, ok)
-	require.Equal(t, reasonReleased, snap.t.mayWrite(now))
+	require.Equal(t, ReasonReleased, snap.Ticket.MayWrite(now))
 	_, why := lt.current("t", now)
-	require.Equal(t, reasonReleased, why)
+	require.Equal(t, ReasonReleased, why)
 	// A heartbeat reply meanwhile does not unblock it.
 	kind, _, _ := lt.renew(renewal("t", 5, 10000), now, now)
 	require.Empty(t, kind)
 	_, why = lt.current("t", now)
-	require.Equal(t, reasonReleased, why)
+	require.Equal(t, ReasonReleased, why)
 	// The release failed: current again, with a fresh generation.
 	lt.unhold("t", 5, now)
 	s2, why := lt.current("t", now)
 	require.Empty(t, why)
-	require.NotEqual(t, snap.t.gen, s2.t.gen)
-	require.Equal(t, reasonExpired, snap.t.mayWrite(now), "the held generation stays cut")
+	require.NotEqual(t, snap.Ticket.gen, s2.Ticket.gen)
+	require.Equal(t, ReasonExpired, snap.Ticket.MayWrite(now), "the held generation stays cut")
 }

@@ -17,8 +17,8 @@ func (t *leaseTable) taskIDs() []string {
 	return out
 }
 
-// LeaseView is the local view of one lease, as GET /v1/lease returns it.
-type LeaseView struct {
+// View is the local view of one lease, as GET /v1/lease returns it.
+type View struct {
 	TaskID         string `json:"taskId"`
 	Epoch          uint64 `json:"epoch"`
 	Status         string `json:"status"` // "current" or the reason it is not
@@ -31,12 +31,12 @@ type LeaseView struct {
 }
 
 // views lists every held lease as of now, sorted by task id.
-func (t *leaseTable) views(now time.Time) []LeaseView {
+func (t *leaseTable) views(now time.Time) []View {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	out := make([]LeaseView, 0, len(t.held))
+	out := make([]View, 0, len(t.held))
 	for _, l := range t.held {
-		v := LeaseView{
+		v := View{
 			TaskID: l.taskID, Epoch: l.epoch, HeartbeatMs: l.heartbeat.Milliseconds(),
 			CheckpointSeq: l.ckptSeq, CheckpointStep: l.ckptStep, WritesSinceCkp: l.ordinal,
 		}

@@ -18,17 +18,17 @@ const (
 	lingerBytes = 8 << 20
 )
 
-// lingerConn is a worker connection that can be marked to linger on
+// LingerConn is a worker connection that can be marked to linger on
 // close.
-type lingerConn struct {
+type LingerConn struct {
 	net.Conn
 	linger atomic.Bool
 }
 
 // setLinger marks the connection to linger when it is closed.
-func (c *lingerConn) setLinger() { c.linger.Store(true) }
+func (c *LingerConn) setLinger() { c.linger.Store(true) }
 
-func (c *lingerConn) Close() error {
+func (c *LingerConn) Close() error {
 	if c.linger.Load() {
 		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
@@ -39,20 +39,20 @@ func (c *lingerConn) Close() error {
 	return c.Conn.Close()
 }
 
-// lingerListener hands out lingerConns.
-type lingerListener struct{ net.Listener }
+// LingerListener hands out lingerConns.
+type LingerListener struct{ net.Listener }
 
-func (l lingerListener) Accept() (net.Conn, error) {
+func (l LingerListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &lingerConn{Conn: c}, nil
+	return &LingerConn{Conn: c}, nil
 }
 
-// markLinger makes the connection of a request that is answered with an
+// MarkLinger makes the connection of a request that is answered with an
 // error linger on close, when it can.
-func markLinger(c net.Conn) {
+func MarkLinger(c net.Conn) {
 	if l, ok := c.(interface{ setLinger() }); ok {
 		l.setLinger()
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// dialTarget returns the address the sidecar dials for the upstream
+// DialTarget returns the address the sidecar dials for the upstream
 // host:port a worker named. A host under the special-use domain "localhost"
 // (RFC 6761, section 6.3: "dev.localhost", "fenced.localhost") is loopback by
 // definition, so the sidecar dials 127.0.0.1 itself instead of asking a
@@ -15,7 +15,7 @@ import (
 // the fence: Go's net/http never sends "localhost" or a loopback IP through
 // HTTP_PROXY, but it (and curl, Python and Node) does send
 // "fenced.localhost". Every other address is returned unchanged.
-func dialTarget(addr string) string {
+func DialTarget(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr

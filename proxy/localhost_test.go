@@ -19,6 +19,6 @@ func TestDialTargetMapsLocalhostNamesToLoopback(t *testing.T) {
 		"[::1]:7490":               "[::1]:7490",
 		"no-port":                  "no-port",
 	} {
-		require.Equal(t, want, dialTarget(in), in)
+		require.Equal(t, want, DialTarget(in), in)
 	}
 }

@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, remaining func() time.Duration, held 
 	m.forwarded = m.requests.WithLabelValues(decisionForwarded)
 	m.upstreamRead = m.upstreamLatency.WithLabelValues("read")
 	m.upstreamWrite = m.upstreamLatency.WithLabelValues("write")
-	for _, r := range []reason{reasonNone, reasonExpired, reasonSuspect, reasonRevoked, reasonWaiting, reasonReleased, reasonLost, reasonAmbig} {
+	for _, r := range []Reason{ReasonNone, ReasonExpired, ReasonSuspect, ReasonRevoked, ReasonWaiting, ReasonReleased, ReasonLost, ReasonAmbig} {
 		m.writesBlocked.WithLabelValues(string(r))
 	}
 	for _, k := range []EventKind{EventAcquired, EventReleased, EventLost, EventRevived, EventRevoked} {

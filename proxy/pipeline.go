@@ -15,7 +15,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
-// pipeline is the one path every proxied request takes, whatever way it
+// Pipeline is the one path every proxied request takes, whatever way it
 // came in (DESIGN.md 6 and 11): parse the target, select the task,
 // classify, decide, stamp, journal, forward, relay. serve runs those
 // steps for one request; an exchange carries the request through them.
@@ -24,9 +24,9 @@ import (
 // serves the requests it reads — with a fasthttp.Server over the tunnel's
 // net.Conn, say — by calling serve with an entry naming the tunnel's
 // authority; everything after that is the same code.
-type pipeline struct {
+type Pipeline struct {
 	cfg          *Config
-	keeper       *keeper
+	keeper       *Keeper
 	up           *upstream
 	rules        []WriteRule
 	journal      Journal // nil unless Config.Journal has rules
@@ -38,7 +38,7 @@ type pipeline struct {
 	tunnels      *sync.WaitGroup  // hijacked CONNECT tunnels, waited for by Shutdown
 	ca           *mitm.CA         // the interception CA; nil unless Config.Intercept.Hosts is set
 	tunnelSrv    *fasthttp.Server // serves the inside of fenced tunnels
-	fenced       connSet          // fenced tunnels' worker sides, closed by Shutdown
+	fenced       ConnSet          // fenced tunnels' worker sides, closed by Shutdown
 	// ownPorts are the sidecar's bound ports (proxy, control, metrics),
 	// which refuseSelfTarget refuses. Start sets them before it serves,
 	// and they never change after.
@@ -50,14 +50,14 @@ type pipeline struct {
 // finish, unless the relay takes both over to stream a body after the
 // handler returns; then the relay releases them once, in Close.
 type exchange struct {
-	p      *pipeline
+	p      *Pipeline
 	ctx    *fasthttp.RequestCtx
-	in     entry
+	in     Entry
 	scan   reqScan
 	tgt    target
 	write  bool
 	task   string
-	lease  leaseRef
+	lease  Ref
 	leased bool      // the lease is current: the request is stamped
 	key    keyOrigin // how a write's Idempotency-Key was derived
 	req    *fasthttp.Request
@@ -65,18 +65,18 @@ type exchange struct {
 }
 
 // handle serves one request on the proxy port.
-func (p *pipeline) handle(ctx *fasthttp.RequestCtx) {
+func (p *Pipeline) handle(ctx *fasthttp.RequestCtx) {
 	if ctx.IsConnect() {
 		p.inflight.Add(1)
 		defer p.inflight.Add(-1)
 		p.connect(ctx)
 		return
 	}
-	p.serve(ctx, entry{})
+	p.Serve(ctx, Entry{})
 }
 
-// serve runs one request through every step.
-func (p *pipeline) serve(ctx *fasthttp.RequestCtx, in entry) {
+// Serve runs one request through every step.
+func (p *Pipeline) Serve(ctx *fasthttp.RequestCtx, in Entry) {
 	p.inflight.Add(1)
 	defer p.inflight.Add(-1)
 	x := exchange{p: p, ctx: ctx, in: in}
@@ -111,68 +111,68 @@ func (x *exchange) finish() {
 
 // expect refuses an "Expect: 100-continue" request before its body is
 // uploaded when it would be refused anyway.
-func (p *pipeline) expect(ctx *fasthttp.RequestCtx) int {
+func (p *Pipeline) expect(ctx *fasthttp.RequestCtx) int {
 	if ctx.IsConnect() {
 		return fasthttp.StatusContinue
 	}
-	return p.expectIn(ctx, entry{})
+	return p.ExpectIn(ctx, Entry{})
 }
 
-// expectIn is expect for a request that came in by in.
-func (p *pipeline) expectIn(ctx *fasthttp.RequestCtx, in entry) int {
+// ExpectIn is expect for a request that came in by in.
+func (p *Pipeline) ExpectIn(ctx *fasthttp.RequestCtx, in Entry) int {
 	x := exchange{p: p, ctx: ctx, in: in}
 	if e := x.decide(); e != nil {
 		x.refuse(e)
-		return e.status
+		return e.Status
 	}
 	return fasthttp.StatusContinue
 }
 
 // decide runs every step that needs only the request line and headers:
 // framing, target, task selection, classification and the lease.
-func (x *exchange) decide() *errReply {
+func (x *exchange) decide() *Reply {
 	x.scan = scanRequest(&x.ctx.Request.Header)
 	if x.scan.hasCL > 1 || (x.scan.hasCL > 0 && x.scan.hasTE) {
-		return &errReply{status: 400, code: CodeBadRequest, title: "ambiguous message framing",
-			detail: "a request may carry one Content-Length, or Transfer-Encoding, not both or several"}
+		return &Reply{Status: 400, Code: CodeBadRequest, Title: "ambiguous message framing",
+			Detail: "a request may carry one Content-Length, or Transfer-Encoding, not both or several"}
 	}
 	if x.scan.upgrade {
-		return &errReply{status: fasthttp.StatusNotImplemented, code: CodeUpgrade, title: "protocol upgrade not supported",
-			detail: "the sidecar forwards HTTP/1.1 only; Upgrade (WebSocket, h2c) cannot be fenced. Use CONNECT to an allow-listed host"}
+		return &Reply{Status: fasthttp.StatusNotImplemented, Code: CodeUpgrade, Title: "protocol upgrade not supported",
+			Detail: "the sidecar forwards HTTP/1.1 only; Upgrade (WebSocket, h2c) cannot be fenced. Use CONNECT to an allow-listed host"}
 	}
 	tgt, e := parseTarget(x.ctx, x.in, x.p.up.origins)
 	if e != nil {
 		return e
 	}
-	if e := x.p.refuseSelfTarget(splitHostPortOrEmpty(tgt.hostPort)); e != nil {
+	if e := x.p.RefuseSelfTarget(splitHostPortOrEmpty(tgt.hostPort)); e != nil {
 		return e
 	}
 	x.tgt = tgt
 	task, err := selectedTask(&x.scan)
-	if err == nil && x.in.task != "" {
-		if task != "" && task != x.in.task {
-			err = fmt.Errorf("the tunnel is for task %q, the request names %q", x.in.task, task)
+	if err == nil && x.in.Task != "" {
+		if task != "" && task != x.in.Task {
+			err = fmt.Errorf("the tunnel is for task %q, the request names %q", x.in.Task, task)
 		}
-		task = x.in.task
+		task = x.in.Task
 	}
 	if err != nil {
-		return &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: err.Error()}
+		return &Reply{Status: 400, Code: CodeBadRequest, Title: "bad task selection", Detail: err.Error()}
 	}
 	x.task = task
 	x.write = isWrite(x.p.rules, string(x.ctx.Method()), x.tgt)
-	l, why := x.p.keeper.check(task)
+	l, why := x.p.keeper.Check(task)
 	if why == "" {
 		x.lease, x.leased = l, true
 		return nil
 	}
 	if x.write || x.p.cfg.ReadsWithoutLease == ReadsBlock {
-		return x.p.blocked(why, l, task, x.write)
+		return x.p.Blocked(why, l, task, x.write)
 	}
 	return nil
 }
 
-// blocked is the refusal of a request for want of a current lease.
-func (p *pipeline) blocked(why reason, l leaseRef, task string, write bool) *errReply {
+// Blocked is the refusal of a request for want of a current lease.
+func (p *Pipeline) Blocked(why Reason, l Ref, task string, write bool) *Reply {
 	code, title := why.problem()
 	what := "write"
 	if !write {
@@ -182,16 +182,16 @@ func (p *pipeline) blocked(why reason, l leaseRef, task string, write bool) *err
 	if name == "" {
 		name = task
 	}
-	e := &errReply{status: fasthttp.StatusConflict, code: code, title: title, epoch: l.Epoch, blocked: true, why: why}
+	e := &Reply{Status: fasthttp.StatusConflict, Code: code, Title: title, Epoch: l.Epoch, Blocked: true, Why: why}
 	switch {
-	case why == reasonAmbig:
-		e.tasks = p.keeper.table.taskIDs()
-		e.detail = fmt.Sprintf("the sidecar holds leases on %d tasks %q; name the one this %s is for with the proxy user name "+
-			"(HTTP_PROXY=http://<taskId>@127.0.0.1:PORT) or the %s header", len(e.tasks), e.tasks, what, HeaderTaskSelect)
+	case why == ReasonAmbig:
+		e.Tasks = p.keeper.table.taskIDs()
+		e.Detail = fmt.Sprintf("the sidecar holds leases on %d tasks %q; name the one this %s is for with the proxy user name "+
+			"(HTTP_PROXY=http://<taskId>@127.0.0.1:PORT) or the %s header", len(e.Tasks), e.Tasks, what, HeaderTaskSelect)
 	case name == "":
-		e.detail = fmt.Sprintf("the sidecar holds no current lease, so this %s was not sent", what)
+		e.Detail = fmt.Sprintf("the sidecar holds no current lease, so this %s was not sent", what)
 	default:
-		e.detail = fmt.Sprintf("the sidecar holds no current lease for task %q, so this %s was not sent", name, what)
+		e.Detail = fmt.Sprintf("the sidecar holds no current lease for task %q, so this %s was not sent", name, what)
 	}
 	return e
 }
@@ -200,7 +200,7 @@ func (p *pipeline) blocked(why reason, l leaseRef, task string, write bool) *err
 // body, and for a current lease one set of fencing headers and (for
 // writes) the Idempotency-Key. The lease is asked again here,
 // immediately before the send.
-func (x *exchange) stamp() *errReply {
+func (x *exchange) stamp() *Reply {
 	req, ctx := x.req, x.ctx
 	req.Header.DisableNormalizing()
 	req.Header.SetNoDefaultContentType(true)
@@ -209,7 +209,7 @@ func (x *exchange) stamp() *errReply {
 	x.tgt.setUpstream(req, ctx, x.in)
 	req.SetBodyRaw(ctx.Request.Body())
 	if len(x.scan.idemKey) > 1 {
-		return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: "repeated Idempotency-Key"}
+		return &Reply{Status: 400, Code: CodeBadRequest, Title: "bad idempotency key", Detail: "repeated Idempotency-Key"}
 	}
 	if len(x.scan.idemKey) == 1 {
 		// The worker's own key always passes unchanged (validated below
@@ -220,10 +220,10 @@ func (x *exchange) stamp() *errReply {
 		return nil
 	}
 	// Re-check: the lease may have ended while the body was read.
-	l, why := x.p.keeper.recheck(x.lease)
+	l, why := x.p.keeper.Recheck(x.lease)
 	if why != "" {
 		if x.write || x.p.cfg.ReadsWithoutLease == ReadsBlock {
-			return x.p.blocked(why, l, x.task, x.write)
+			return x.p.Blocked(why, l, x.task, x.write)
 		}
 		x.leased = false
 		return nil
@@ -234,10 +234,10 @@ func (x *exchange) stamp() *errReply {
 	if x.write {
 		key, origin, ok, err := x.p.idempotencyKey(&x.scan, l)
 		if err != nil {
-			return &errReply{status: 400, code: CodeBadRequest, title: "bad idempotency key", detail: err.Error()}
+			return &Reply{Status: 400, Code: CodeBadRequest, Title: "bad idempotency key", Detail: err.Error()}
 		}
 		if !ok {
-			return x.p.blocked(reasonLost, l, x.task, true)
+			return x.p.Blocked(ReasonLost, l, x.task, true)
 		}
 		req.Header.Set(fence.HeaderIdempotencyKey, key)
 		x.key = origin
@@ -246,41 +246,41 @@ func (x *exchange) stamp() *errReply {
 }
 
 // refuse answers a refused request and counts it.
-func (x *exchange) refuse(e *errReply) {
-	x.p.refuse(x.ctx, e)
+func (x *exchange) refuse(e *Reply) {
+	x.p.Refuse(x.ctx, e)
 }
 
-func (p *pipeline) refuse(ctx *fasthttp.RequestCtx, e *errReply) {
-	if e.blocked {
+func (p *Pipeline) Refuse(ctx *fasthttp.RequestCtx, e *Reply) {
+	if e.Blocked {
 		p.metrics.requests.WithLabelValues(decisionBlocked).Inc()
-		p.metrics.writesBlocked.WithLabelValues(string(e.why)).Inc()
+		p.metrics.writesBlocked.WithLabelValues(string(e.Why)).Inc()
 		if ce := p.log.Check(zap.InfoLevel, "request blocked"); ce != nil {
-			ce.Write(zap.String("reason", string(e.why)), zap.ByteString("method", ctx.Method()), zap.Uint64("epoch", e.epoch))
+			ce.Write(zap.String("reason", string(e.Why)), zap.ByteString("method", ctx.Method()), zap.Uint64("epoch", e.Epoch))
 		}
 	} else {
 		p.metrics.requests.WithLabelValues(decisionRejected).Inc()
 	}
-	writeReply(ctx, e)
+	Send(ctx, e)
 }
 
-// parseError answers requests fasthttp could not parse.
-func (p *pipeline) parseError(ctx *fasthttp.RequestCtx, err error) {
-	markLinger(ctx.Conn())
+// ParseError answers requests fasthttp could not parse.
+func (p *Pipeline) ParseError(ctx *fasthttp.RequestCtx, err error) {
+	MarkLinger(ctx.Conn())
 	var sizeErr *fasthttp.ErrSmallBuffer
 	var netErr net.Error
-	e := &errReply{status: fasthttp.StatusBadRequest, code: CodeBadRequest, title: "malformed request", detail: err.Error()}
+	e := &Reply{Status: fasthttp.StatusBadRequest, Code: CodeBadRequest, Title: "malformed request", Detail: err.Error()}
 	switch {
 	case errors.As(err, &sizeErr):
-		e = &errReply{status: fasthttp.StatusRequestHeaderFieldsTooLarge, code: CodeHeaderTooLarge,
-			title: "request header too large", detail: fmt.Sprintf("the header block exceeds %d bytes", p.cfg.MaxHeaderBytes)}
+		e = &Reply{Status: fasthttp.StatusRequestHeaderFieldsTooLarge, Code: CodeHeaderTooLarge,
+			Title: "request header too large", Detail: fmt.Sprintf("the header block exceeds %d bytes", p.cfg.MaxHeaderBytes)}
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		e = &errReply{status: fasthttp.StatusRequestEntityTooLarge, code: CodeTooLarge,
-			title: "request body too large", detail: fmt.Sprintf("the body exceeds %d bytes", p.cfg.MaxRequestBody)}
+		e = &Reply{Status: fasthttp.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			Title: "request body too large", Detail: fmt.Sprintf("the body exceeds %d bytes", p.cfg.MaxRequestBody)}
 	case errors.As(err, &netErr) && netErr.Timeout():
-		e = &errReply{status: fasthttp.StatusRequestTimeout, code: CodeRequestTimeout,
-			title: "request not received in time", detail: fmt.Sprintf("the whole request must arrive within %v", p.cfg.ReadTimeout)}
+		e = &Reply{Status: fasthttp.StatusRequestTimeout, Code: CodeRequestTimeout,
+			Title: "request not received in time", Detail: fmt.Sprintf("the whole request must arrive within %v", p.cfg.ReadTimeout)}
 	}
-	p.refuse(ctx, e)
+	p.Refuse(ctx, e)
 	ctx.SetConnectionClose()
 }
 
@@ -290,7 +290,7 @@ func (x *exchange) upstreamFailed(err error, stage upstreamStage) {
 	if stage == stageRequest {
 		if errors.Is(err, errLeaseCut) {
 			p.metrics.requests.WithLabelValues(decisionBlocked).Inc()
-			p.metrics.writesBlocked.WithLabelValues(string(reasonExpired)).Inc()
+			p.metrics.writesBlocked.WithLabelValues(string(ReasonExpired)).Inc()
 		} else {
 			p.metrics.forwarded.Inc()
 		}
@@ -299,10 +299,10 @@ func (x *exchange) upstreamFailed(err error, stage upstreamStage) {
 		ce.Write(zap.String("host", x.tgt.hostPort), zap.Bool("write", x.write), zap.Bool("body", stage == stageBody), zap.Error(err))
 	}
 	e := upstreamProblem(err, stage, x.write, x.lease, p.cfg, x.tgt.hostPort)
-	if e.code == CodeUpstreamError && stage == stageRequest {
-		e.detail += p.up.origins.portHint(x.tgt, x.tgt.tls != nil)
+	if e.Code == CodeUpstreamError && stage == stageRequest {
+		e.Detail += p.up.origins.portHint(x.tgt, x.tgt.tls != nil)
 	}
-	writeReply(x.ctx, e)
+	Send(x.ctx, e)
 }
 
 // smallBody is the largest response body (with a Content-Length) the
@@ -322,9 +322,9 @@ var smallBufs = sync.Pool{New: func() any { return new([smallBody]byte) }}
 func (x *exchange) forward() {
 	p, ctx := x.p, x.ctx
 	latency := p.metrics.upstreamRead
-	var t ticket // a write's lease generation: its relay stops when it ends
+	var t Ticket // a write's lease generation: its relay stops when it ends
 	if x.write {
-		latency, t = p.metrics.upstreamWrite, x.lease.t
+		latency, t = p.metrics.upstreamWrite, x.lease.Ticket
 	}
 	client, err := p.up.client(x.write, t)
 	if err != nil {
@@ -380,7 +380,7 @@ func (x *exchange) forward() {
 // the upstream connection to the pool and answers from a buffer. A body
 // that cannot be read in full is a 502 problem rather than a reply cut
 // off after its header, since nothing has been sent to the worker yet.
-func (x *exchange) forwardSmall(t ticket, size int) {
+func (x *exchange) forwardSmall(t Ticket, size int) {
 	bp := smallBufs.Get().(*[smallBody]byte)
 	defer smallBufs.Put(bp)
 	r := relay{r: x.resp.BodyStream(), t: t, clock: x.p.cfg.Clock}

@@ -44,16 +44,16 @@ const (
 // every 4xx problem of the sidecar carries "false".
 const HeaderShouldRetry = "X-Should-Retry"
 
-// errReply is a refusal with its problem.
-type errReply struct {
-	status  int
-	code    string
-	title   string
-	detail  string
-	epoch   uint64
-	tasks   []string // the held tasks, when the refusal asks the caller to choose
-	blocked bool     // for want of a lease (else rejected as bad input)
-	why     reason   // when blocked
+// Reply is a refusal with its problem.
+type Reply struct {
+	Status  int
+	Code    string
+	Title   string
+	Detail  string
+	Epoch   uint64
+	Tasks   []string // the held tasks, when the refusal asks the caller to choose
+	Blocked bool     // for want of a lease (else rejected as bad input)
+	Why     Reason   // when blocked
 }
 
 // problem is the document a refusal is answered with: the RFC 9457

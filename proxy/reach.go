@@ -8,7 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// refuseSelfTarget refuses to proxy to the cluster's API endpoints
+// RefuseSelfTarget refuses to proxy to the cluster's API endpoints
 // (Config.Endpoints) and to the sidecar's own listeners (proxy, control,
 // metrics: ownPorts): through either a worker could act on other workers' tasks or
 // on its own lease (give it away, fake checkpoints) with the sidecar's
@@ -20,7 +20,7 @@ import (
 // of them gets no further: the cluster's API demands a client certificate
 // the sidecar never attaches to proxied requests, and the control API
 // refuses a Host that is not loopback (controlGuard).
-func (p *pipeline) refuseSelfTarget(host, port string) *errReply {
+func (p *Pipeline) RefuseSelfTarget(host, port string) *Reply {
 	for _, ep := range p.cfg.Endpoints {
 		eh, ep, ok := endpointHostPort(ep)
 		if ok && ep == port && (strings.EqualFold(eh, host) || sameIP(eh, host) || isLocalName(eh) && isLocalName(host)) {
@@ -38,9 +38,9 @@ func (p *pipeline) refuseSelfTarget(host, port string) *errReply {
 	return nil
 }
 
-func selfTargetReply(what string) *errReply {
-	return &errReply{status: fasthttp.StatusForbidden, code: CodeSelfTarget, title: "target not allowed through the sidecar",
-		detail: "the sidecar does not proxy to " + what + ": use the control API for lease operations"}
+func selfTargetReply(what string) *Reply {
+	return &Reply{Status: fasthttp.StatusForbidden, Code: CodeSelfTarget, Title: "target not allowed through the sidecar",
+		Detail: "the sidecar does not proxy to " + what + ": use the control API for lease operations"}
 }
 
 // endpointHostPort splits a configured cluster endpoint ("host:port",

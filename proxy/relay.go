@@ -13,11 +13,11 @@ import (
 // response until Close. It stops at MaxResponseBody, and a write's relay
 // stops as soon as its lease may no longer write.
 type relay struct {
-	p     *pipeline // nil for the handler's own small-body read
+	p     *Pipeline // nil for the handler's own small-body read
 	r     io.Reader
 	resp  *fasthttp.Response
 	req   *fasthttp.Request
-	t     ticket // a write's lease generation; zero for reads
+	t     Ticket // a write's lease generation; zero for reads
 	clock Clock
 	max   int64
 	n     int64
@@ -28,7 +28,7 @@ var errResponseTooLarge = errors.New("upstream response exceeds MaxResponseBody"
 
 func (r *relay) Read(p []byte) (int, error) {
 	if r.t.st != nil {
-		if r.t.mayWrite(r.clock.Now()) != "" {
+		if r.t.MayWrite(r.clock.Now()) != "" {
 			return 0, errLeaseCut
 		}
 	}

@@ -17,27 +17,27 @@ import (
 // upstream responses relayed to the worker, journal replays, and the
 // mapping of an upstream failure to its problem.
 
-// writeProblem replies with an RFC 9457 problem document.
-func writeProblem(ctx *fasthttp.RequestCtx, status int, code, title, detail string, epoch uint64) {
-	writeReply(ctx, &errReply{status: status, code: code, title: title, detail: detail, epoch: epoch})
+// Problem replies with an RFC 9457 problem document.
+func Problem(ctx *fasthttp.RequestCtx, status int, code, title, detail string, epoch uint64) {
+	Send(ctx, &Reply{Status: status, Code: code, Title: title, Detail: detail, Epoch: epoch})
 }
 
-// writeReply replies with the problem of a refusal.
-func writeReply(ctx *fasthttp.RequestCtx, e *errReply) {
+// Send replies with the problem of a refusal.
+func Send(ctx *fasthttp.RequestCtx, e *Reply) {
 	p := problem{Problem: api.Problem{
-		Type:   api.ProblemTypeBase + e.code,
-		Title:  e.title,
-		Status: e.status,
-		Detail: e.detail,
-		Code:   e.code,
-		Epoch:  e.epoch,
-	}, Tasks: e.tasks}
+		Type:   api.ProblemTypeBase + e.Code,
+		Title:  e.Title,
+		Status: e.Status,
+		Detail: e.Detail,
+		Code:   e.Code,
+		Epoch:  e.Epoch,
+	}, Tasks: e.Tasks}
 	b, _ := json.Marshal(p) // strings, ints and a string slice cannot fail
 	ctx.Response.Reset()
-	ctx.SetStatusCode(e.status)
+	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType(api.ProblemContentType)
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	if e.status >= 400 && e.status < 500 {
+	if e.Status >= 400 && e.Status < 500 {
 		// SDKs (openai-python and others) retry 408, 409 and 429 unless
 		// told not to; a sidecar refusal does not change on a retry.
 		ctx.Response.Header.Set(HeaderShouldRetry, "false")
@@ -82,32 +82,32 @@ const (
 // upstreamProblem maps an upstream failure to its problem; it is the one
 // place that does. write and l say whether a write's lease was cut while
 // it was in flight (then the outcome is unknown, and says so).
-func upstreamProblem(err error, stage upstreamStage, write bool, l leaseRef, cfg *Config, hostPort string) *errReply {
+func upstreamProblem(err error, stage upstreamStage, write bool, l Ref, cfg *Config, hostPort string) *Reply {
 	var netErr net.Error
-	cutMidFlight := write && l.t.st != nil && l.t.mayWrite(cfg.Clock.Now()) != ""
+	cutMidFlight := write && l.Ticket.st != nil && l.Ticket.MayWrite(cfg.Clock.Now()) != ""
 	switch {
 	case stage == stageRequest && errors.Is(err, errLeaseCut):
-		return &errReply{status: fasthttp.StatusConflict, code: CodeLeaseExpired, title: "lease expired: write blocked",
-			detail: "the lease stopped being current before the write was sent; the upstream received no complete request",
-			epoch:  l.Epoch, blocked: true, why: reasonExpired}
+		return &Reply{Status: fasthttp.StatusConflict, Code: CodeLeaseExpired, Title: "lease expired: write blocked",
+			Detail: "the lease stopped being current before the write was sent; the upstream received no complete request",
+			Epoch:  l.Epoch, Blocked: true, Why: ReasonExpired}
 	case cutMidFlight:
-		return &errReply{status: fasthttp.StatusBadGateway, code: CodeLeaseLostMid, title: "lease lost while the write was in flight",
-			detail: "the upstream connection was closed when the lease stopped being current; the outcome is unknown, retry with the same Idempotency-Key under a new lease",
-			epoch:  l.Epoch}
+		return &Reply{Status: fasthttp.StatusBadGateway, Code: CodeLeaseLostMid, Title: "lease lost while the write was in flight",
+			Detail: "the upstream connection was closed when the lease stopped being current; the outcome is unknown, retry with the same Idempotency-Key under a new lease",
+			Epoch:  l.Epoch}
 	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &netErr) && netErr.Timeout():
-		return &errReply{status: fasthttp.StatusGatewayTimeout, code: CodeUpstreamTimeout, title: "upstream timed out",
-			detail: fmt.Sprintf("%s made no progress for %v", hostPort, cfg.UpstreamTimeout)}
+		return &Reply{Status: fasthttp.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Title: "upstream timed out",
+			Detail: fmt.Sprintf("%s made no progress for %v", hostPort, cfg.UpstreamTimeout)}
 	case stage == stageRequest && errors.Is(err, fasthttp.ErrBodyTooLarge):
-		return &errReply{status: fasthttp.StatusBadGateway, code: CodeTooLarge, title: "upstream response too large",
-			detail: fmt.Sprintf("the response exceeds %d bytes", cfg.MaxResponseBody)}
+		return &Reply{Status: fasthttp.StatusBadGateway, Code: CodeTooLarge, Title: "upstream response too large",
+			Detail: fmt.Sprintf("the response exceeds %d bytes", cfg.MaxResponseBody)}
 	case tlsFailure(err) != "":
-		return &errReply{status: fasthttp.StatusBadGateway, code: CodeUpstreamTLS, title: "upstream TLS verification failed",
-			detail: fmt.Sprintf("%s: %s (the sidecar never sends a request over an unverified connection)", hostPort, tlsFailure(err))}
+		return &Reply{Status: fasthttp.StatusBadGateway, Code: CodeUpstreamTLS, Title: "upstream TLS verification failed",
+			Detail: fmt.Sprintf("%s: %s (the sidecar never sends a request over an unverified connection)", hostPort, tlsFailure(err))}
 	case stage == stageBody:
-		return &errReply{status: fasthttp.StatusBadGateway, code: CodeUpstreamError, title: "upstream response cut short",
-			detail: fmt.Sprintf("%s: %v", hostPort, err)}
+		return &Reply{Status: fasthttp.StatusBadGateway, Code: CodeUpstreamError, Title: "upstream response cut short",
+			Detail: fmt.Sprintf("%s: %v", hostPort, err)}
 	default:
-		return &errReply{status: fasthttp.StatusBadGateway, code: CodeUpstreamError, title: "upstream request failed",
-			detail: fmt.Sprintf("%s: %v", hostPort, err)}
+		return &Reply{Status: fasthttp.StatusBadGateway, Code: CodeUpstreamError, Title: "upstream request failed",
+			Detail: fmt.Sprintf("%s: %v", hostPort, err)}
 	}
 }

@@ -24,9 +24,9 @@ type Sidecar struct {
 	cfg      Config
 	owned    *cluster.Client // built by New from Endpoints; closed by Shutdown
 	log      *zap.Logger
-	keeper   *keeper
-	pipe     *pipeline
-	control  *control
+	keeper   *Keeper
+	pipe     *Pipeline
+	control  *API
 	draining bool // guarded by mu
 
 	mu       sync.Mutex // guards life, draining, servers and listeners
@@ -74,16 +74,16 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	var k *keeper
+	var k *Keeper
 	m, err := newMetrics(cfg.Registerer,
 		func() time.Duration { return k.table.minRemaining(cfg.Clock.Now()) },
 		func() int { return k.table.count() })
 	if err != nil {
 		return nil, err
 	}
-	k = newKeeper(cfg, c, m)
+	k = NewKeeper(cfg, c, m)
 	s.keeper = k
-	p := &pipeline{
+	p := &Pipeline{
 		cfg: &s.cfg, keeper: k, up: up, rules: normalizeRules(append(append([]WriteRule(nil), cfg.WriteRules...), presetRules(cfg.WritePresets)...)),
 		allow: make(map[string]bool), metrics: m, log: s.log, tunnels: &s.serving,
 	}
@@ -112,7 +112,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	}
 	s.pipe = p
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
-	s.control = newControl(&s.cfg, k, c, g, s.ready)
+	s.control = NewAPI(&s.cfg, k, c, g, s.ready)
 	s.control.routes[PathCA] = route{"GET", s.serveCA}
 	s.control.routes[PathCAPEM] = route{"GET", s.serveCA}
 	return s, nil
@@ -161,14 +161,14 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	if s.ctlLn, err = listen("controlAddr", s.cfg.ControlAddr); err != nil {
 		return err
 	}
-	s.servers = []*fasthttp.Server{s.newProxyServer(), s.newServer("fencepost-sidecar", s.control.handler(), maxControlBody)}
+	s.servers = []*fasthttp.Server{s.newProxyServer(), s.newServer("fencepost-sidecar", s.control.Handler(), maxControlBody)}
 	s.pipe.tunnelSrv = s.newTunnelServer()
 	if s.cfg.MetricsAddr != "" {
 		if s.metricLn, err = listen("metricsAddr", s.cfg.MetricsAddr); err != nil {
 			return err
 		}
 		// Read-only operational routes: nothing there can change a lease.
-		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.handler(PathMetrics, PathHealth, PathReady), 0))
+		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.Handler(PathMetrics, PathHealth, PathReady), 0))
 	}
 	for _, ln := range lns {
 		if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
@@ -176,7 +176,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		}
 	}
 	s.life = lifeStarted
-	lns[0] = lingerListener{lns[0]} // a refused request's reply is read before the close
+	lns[0] = LingerListener{lns[0]} // a refused request's reply is read before the close
 	s.served = lns
 	for i, ln := range lns {
 		srv := s.servers[i]
@@ -190,7 +190,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.keeper.run(bg, func(f func()) {
+	s.keeper.Run(bg, func(f func()) {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
@@ -207,7 +207,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 // blocks are bounded, and reading a request is bounded in time.
 func (s *Sidecar) newProxyServer() *fasthttp.Server {
 	srv := s.newServer("fencepost-sidecar", s.pipe.handle, s.cfg.MaxRequestBody)
-	srv.ErrorHandler = s.pipe.parseError
+	srv.ErrorHandler = s.pipe.ParseError
 	srv.ExpectHandler = s.pipe.expect
 	srv.NoDefaultServerHeader = true
 	srv.NoDefaultContentType = true
@@ -262,10 +262,10 @@ func (s *Sidecar) ControlAddr() string { return addrOf(&s.mu, &s.ctlLn) }
 // Subscribe returns a channel of lease events and a function that ends
 // the subscription. The channel is closed on cancel, on Shutdown, or if
 // the subscriber falls more than a buffer behind.
-func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.keeper.subscribe() }
+func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.keeper.Subscribe() }
 
 // Leases returns the local view of every held lease.
-func (s *Sidecar) Leases() []LeaseView { return s.keeper.views() }
+func (s *Sidecar) Leases() []View { return s.keeper.Views() }
 
 // ready is the readiness condition: not draining, and the keeper's.
 func (s *Sidecar) ready() (bool, string) {
@@ -275,7 +275,7 @@ func (s *Sidecar) ready() (bool, string) {
 	if draining {
 		return false, "draining"
 	}
-	return s.keeper.ready()
+	return s.keeper.Ready()
 }
 
 // Shutdown drains and stops the sidecar: it keeps heartbeating while
@@ -312,16 +312,16 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		_ = s.served[i].Close()
 	}
 	stop("proxy", 0)
-	s.pipe.fenced.closeAll()
+	s.pipe.fenced.CloseAll()
 
 	// The drain may have used up ctx; giving the leases back and closing
 	// the session still get their own bounded time, because skipping them
 	// makes the next owner wait a whole TTL.
 	final := context.WithoutCancel(ctx)
-	s.keeper.giveBackAll(final)
+	s.keeper.GiveBackAll(final)
 	s.cancel()
 	s.loops.Wait()
-	s.keeper.closeSession(final)
+	s.keeper.CloseSession(final)
 	stop("control", 1)
 	if len(s.servers) > 2 {
 		stop("metrics", 2)

@@ -14,7 +14,7 @@ import (
 // third-party API that received one could replay it there for the rest of
 // the epoch. The epoch, task and holder headers stay: alone they prove
 // nothing to a service that requires signatures.
-func (p *pipeline) limitSignature(h *fasthttp.RequestHeader, hostPort string) {
+func (p *Pipeline) limitSignature(h *fasthttp.RequestHeader, hostPort string) {
 	if p.cfg.SignatureHosts == nil {
 		return
 	}

@@ -70,7 +70,7 @@ func TestInFlightWriteCutWhenLeaseLost(t *testing.T) {
 	<-arrived
 	start := time.Now()
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	r := <-done
 	require.Less(t, time.Since(start), 2*time.Second, "cut, not waited out")
 	require.Equal(t, 502, r.status, r.body)

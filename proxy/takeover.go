@@ -43,8 +43,8 @@ func (x *exchange) explainTakeover(body []byte) bool {
 		!bytes.Contains(body, []byte(fence.ProblemPayloadMismatch)) {
 		return false
 	}
-	writeProblem(x.ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+	Problem(x.ctx, fasthttp.StatusUnprocessableEntity, CodeWriteAlreadyPerformed, titleAlreadyPerformed,
 		fmt.Sprintf("%s (key %s; the downstream answered: %s)", alreadyPerformed(x),
-			x.req.Header.Peek(fence.HeaderIdempotencyKey), quoteBounded(string(body))), x.lease.Epoch)
+			x.req.Header.Peek(fence.HeaderIdempotencyKey), Quote(string(body))), x.lease.Epoch)
 	return true
 }

@@ -12,19 +12,19 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// entry says how a request reached the pipeline. The zero value is an
+// Entry says how a request reached the pipeline. The zero value is an
 // absolute-form request on the proxy port (HTTP_PROXY). A request read
 // from inside a CONNECT tunnel (plain HTTP, or TLS the sidecar
 // terminated) carries the tunnel's authority: its request target is
 // origin-form ("/path?query") and its Host must name the same host.
-type entry struct {
-	// authority is the host:port the CONNECT named; "" for absolute form.
-	authority string
-	// tls says the upstream speaks TLS (the worker's TLS was intercepted).
-	tls bool
-	// task is the task the CONNECT's proxy user name selected ("" none);
+type Entry struct {
+	// Authority is the host:port the CONNECT named; "" for absolute form.
+	Authority string
+	// TLS says the upstream speaks TLS (the worker's TLS was intercepted).
+	TLS bool
+	// Task is the Task the CONNECT's proxy user name selected ("" none);
 	// a request inside the tunnel may not name another.
-	task string
+	Task string
 }
 
 // target is the parsed destination of a request, as classification and
@@ -47,17 +47,17 @@ const errNotProxy = "this port is an HTTP forward proxy: send absolute-form requ
 // parseTarget is the one place a request target is parsed and its host
 // validated: absolute-form http:// URLs on the proxy port, origin-form
 // paths inside a tunnel.
-func parseTarget(ctx *fasthttp.RequestCtx, in entry, origins originTable) (target, *errReply) {
+func parseTarget(ctx *fasthttp.RequestCtx, in Entry, origins originTable) (target, *Reply) {
 	raw := ctx.Request.Header.RequestURI()
 	var authority, both string
 	var end, pathEnd int
-	if in.authority == "" {
+	if in.Authority == "" {
 		if !hasPrefixFold(raw, "http://") {
 			detail := errNotProxy
 			if hasPrefixFold(raw, "https://") {
 				detail = httpsHint(raw)
 			}
-			return target{}, &errReply{status: 400, code: CodeNotProxyRequest, title: "not a proxy request", detail: detail}
+			return target{}, &Reply{Status: 400, Code: CodeNotProxyRequest, Title: "not a proxy request", Detail: detail}
 		}
 		rest := raw[len("http://"):]
 		end = bytes.IndexAny(rest, "/?#")
@@ -87,21 +87,21 @@ func parseTarget(ctx *fasthttp.RequestCtx, in entry, origins originTable) (targe
 		return t, e
 	}
 	if len(raw) == 0 || raw[0] != '/' {
-		return target{}, &errReply{status: 400, code: CodeBadRequest, title: "bad request target",
-			detail: "a request inside a tunnel must name an origin-form path, got " + quoteBounded(string(raw))}
+		return target{}, &Reply{Status: 400, Code: CodeBadRequest, Title: "bad request target",
+			Detail: "a request inside a tunnel must name an origin-form path, got " + Quote(string(raw))}
 	}
-	host, _, err := splitAuthority(string(ctx.Request.Header.Host()))
-	tunnelHost, _, terr := splitAuthority(in.authority)
+	host, _, err := SplitAuthority(string(ctx.Request.Header.Host()))
+	tunnelHost, _, terr := SplitAuthority(in.Authority)
 	if err != nil || terr != nil || host != tunnelHost {
-		return target{}, &errReply{status: 400, code: CodeBadRequest, title: "Host does not match the tunnel",
-			detail: fmt.Sprintf("Host %s must name the CONNECT authority %s", quoteBounded(string(ctx.Request.Header.Host())), quoteBounded(in.authority))}
+		return target{}, &Reply{Status: 400, Code: CodeBadRequest, Title: "Host does not match the tunnel",
+			Detail: fmt.Sprintf("Host %s must name the CONNECT authority %s", Quote(string(ctx.Request.Header.Host())), Quote(in.Authority))}
 	}
 	path := raw
 	if i := bytes.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
-	both = in.authority + string(path)
-	t, e := finishTarget(ctx, in.authority, both, len(in.authority), len(both), origins, in.tls)
+	both = in.Authority + string(path)
+	t, e := finishTarget(ctx, in.Authority, both, len(in.Authority), len(both), origins, in.TLS)
 	if e == nil {
 		uri := raw
 		if i := bytes.IndexByte(uri, '#'); i >= 0 {
@@ -115,10 +115,10 @@ func parseTarget(ctx *fasthttp.RequestCtx, in entry, origins originTable) (targe
 // finishTarget validates the authority and fills in the rest of a
 // target; both holds the authority (up to end) and the raw path (up to
 // pathEnd).
-func finishTarget(ctx *fasthttp.RequestCtx, authority, both string, end, pathEnd int, origins originTable, forceTLS bool) (target, *errReply) {
-	host, port, err := splitAuthority(authority)
+func finishTarget(ctx *fasthttp.RequestCtx, authority, both string, end, pathEnd int, origins originTable, forceTLS bool) (target, *Reply) {
+	host, port, err := SplitAuthority(authority)
 	if err != nil {
-		return target{}, &errReply{status: 400, code: CodeBadRequest, title: "invalid host", detail: err.Error()}
+		return target{}, &Reply{Status: 400, Code: CodeBadRequest, Title: "invalid host", Detail: err.Error()}
 	}
 	t := target{host: host, rawPath: "/"}
 	if pathEnd > end {
@@ -150,22 +150,22 @@ func finishTarget(ctx *fasthttp.RequestCtx, authority, both string, end, pathEnd
 
 // setUpstream points req at the target: scheme, authority, path and
 // query, and the Host header the worker addressed.
-func (t *target) setUpstream(req *fasthttp.Request, ctx *fasthttp.RequestCtx, in entry) {
+func (t *target) setUpstream(req *fasthttp.Request, ctx *fasthttp.RequestCtx, in Entry) {
 	scheme := "http://"
 	if t.tls != nil {
 		scheme = "https://"
 	}
 	req.SetRequestURI(scheme + string(t.uri))
 	req.UseHostHeader = true
-	if in.authority == "" {
+	if in.Authority == "" {
 		req.Header.SetHostBytes(ctx.Request.URI().Host())
 	} else {
 		req.Header.SetHostBytes(ctx.Request.Header.Host())
 	}
 }
 
-// splitAuthority validates host[:port] and lower-cases the host.
-func splitAuthority(a string) (host, port string, err error) {
+// SplitAuthority validates host[:port] and lower-cases the host.
+func SplitAuthority(a string) (host, port string, err error) {
 	if a == "" {
 		return "", "", errors.New("missing host")
 	}

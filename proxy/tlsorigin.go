@@ -97,7 +97,7 @@ func httpsHint(uri []byte) string {
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
 		rest = rest[i+1:]
 	}
-	host, port, err := splitAuthority(rest)
+	host, port, err := SplitAuthority(rest)
 	if err != nil {
 		return "https:// cannot be fenced in absolute form: set HTTPS_PROXY (a CONNECT tunnel) and list the host in intercept.hosts"
 	}

@@ -39,13 +39,13 @@ type tunnelInfo struct {
 
 // tunnelConn is a fenced tunnel's worker side, as tunnelSrv serves it.
 type tunnelConn struct {
-	lingerConn
+	LingerConn
 	info *tunnelInfo
 }
 
 // fencedTunnel reports whether a CONNECT to host:port is served as a
 // fenced tunnel (every request inside goes through the pipeline).
-func (p *pipeline) fencedTunnel(host, port, hp string) bool {
+func (p *Pipeline) fencedTunnel(host, port, hp string) bool {
 	if p.ca != nil && p.ca.Intercepts(strings.Trim(host, "[]")) {
 		return true
 	}
@@ -54,11 +54,11 @@ func (p *pipeline) fencedTunnel(host, port, hp string) bool {
 
 // openFencedTunnel answers the CONNECT and serves the tunnel after the
 // handler returns.
-func (p *pipeline) openFencedTunnel(ctx *fasthttp.RequestCtx, host, port string) {
+func (p *Pipeline) openFencedTunnel(ctx *fasthttp.RequestCtx, host, port string) {
 	scan := scanRequest(&ctx.Request.Header)
 	task, err := selectedTask(&scan)
 	if err != nil {
-		p.refuse(ctx, &errReply{status: 400, code: CodeBadRequest, title: "bad task selection", detail: err.Error()})
+		p.Refuse(ctx, &Reply{Status: 400, Code: CodeBadRequest, Title: "bad task selection", Detail: err.Error()})
 		return
 	}
 	info := &tunnelInfo{host: host, port: port, task: task}
@@ -96,13 +96,13 @@ func (t *tunnelCloser) Close() error {
 	return t.c.Close()
 }
 
-func (p *pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
+func (p *Pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 	closer := &tunnelCloser{c: c}
 	defer closer.Close()
-	if !p.fenced.track(closer) {
+	if !p.fenced.Track(closer) {
 		return
 	}
-	defer p.fenced.untrack(closer)
+	defer p.fenced.Untrack(closer)
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}
@@ -140,10 +140,10 @@ func (p *pipeline) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 	if ce := p.log.Check(zap.DebugLevel, "tunnel fenced"); ce != nil {
 		ce.Write(zap.String("target", net.JoinHostPort(strings.Trim(info.host, "[]"), info.port)), zap.Bool("tls", info.tls))
 	}
-	_ = p.tunnelSrv.ServeConn(&tunnelConn{lingerConn: lingerConn{Conn: inner}, info: info})
+	_ = p.tunnelSrv.ServeConn(&tunnelConn{LingerConn: LingerConn{Conn: inner}, info: info})
 }
 
-func (p *pipeline) tunnelRefused(info *tunnelInfo, kind tunnelKind, why string) {
+func (p *Pipeline) tunnelRefused(info *tunnelInfo, kind tunnelKind, why string) {
 	p.metrics.requests.WithLabelValues(decisionRejected).Inc()
 	p.metrics.tunnels.WithLabelValues(tunnelClosed).Inc()
 	if ce := p.log.Check(zap.InfoLevel, "tunnel closed"); ce != nil {
@@ -153,22 +153,22 @@ func (p *pipeline) tunnelRefused(info *tunnelInfo, kind tunnelKind, why string) 
 }
 
 // handleTunneled serves one request inside a fenced tunnel.
-func (p *pipeline) handleTunneled(ctx *fasthttp.RequestCtx) {
+func (p *Pipeline) handleTunneled(ctx *fasthttp.RequestCtx) {
 	if e := p.enterTunnel(ctx); e != nil {
-		p.refuse(ctx, e)
+		p.Refuse(ctx, e)
 		ctx.SetConnectionClose()
 		return
 	}
-	p.serve(ctx, tunnelOf(ctx).entry())
+	p.Serve(ctx, tunnelOf(ctx).entry())
 }
 
 // expectTunneled is expectProxy for a request inside a tunnel.
-func (p *pipeline) expectTunneled(ctx *fasthttp.RequestCtx) int {
+func (p *Pipeline) expectTunneled(ctx *fasthttp.RequestCtx) int {
 	if e := p.enterTunnel(ctx); e != nil {
-		p.refuse(ctx, e)
-		return e.status
+		p.Refuse(ctx, e)
+		return e.Status
 	}
-	return p.expectIn(ctx, tunnelOf(ctx).entry())
+	return p.ExpectIn(ctx, tunnelOf(ctx).entry())
 }
 
 // tunnelOf returns the fenced tunnel a request arrived in, or nil.
@@ -180,8 +180,8 @@ func tunnelOf(ctx *fasthttp.RequestCtx) *tunnelInfo {
 }
 
 // entry is how the tunnel's requests enter the pipeline.
-func (ti *tunnelInfo) entry() entry {
-	return entry{authority: net.JoinHostPort(strings.Trim(ti.host, "[]"), ti.port), tls: ti.tls, task: ti.task}
+func (ti *tunnelInfo) entry() Entry {
+	return Entry{Authority: net.JoinHostPort(strings.Trim(ti.host, "[]"), ti.port), TLS: ti.tls, Task: ti.task}
 }
 
 // enterTunnel checks a request inside a tunnel against its CONNECT
@@ -191,20 +191,20 @@ func (ti *tunnelInfo) entry() entry {
 // rules are never evaluated for one host while the bytes go to another
 // (421 otherwise). It is idempotent: the 100-continue hook and the
 // handler both run it.
-func (p *pipeline) enterTunnel(ctx *fasthttp.RequestCtx) *errReply {
+func (p *Pipeline) enterTunnel(ctx *fasthttp.RequestCtx) *Reply {
 	ti := tunnelOf(ctx)
 	if ti == nil {
-		return &errReply{status: 500, code: CodeBadRequest, title: "not a tunnel", detail: "internal: request without its tunnel"}
+		return &Reply{Status: 500, Code: CodeBadRequest, Title: "not a tunnel", Detail: "internal: request without its tunnel"}
 	}
 	if ctx.IsConnect() {
-		return &errReply{status: 400, code: CodeBadRequest, title: "CONNECT inside a tunnel", detail: "a tunnel carries requests to its CONNECT target only"}
+		return &Reply{Status: 400, Code: CodeBadRequest, Title: "CONNECT inside a tunnel", Detail: "a tunnel carries requests to its CONNECT target only"}
 	}
 	uri := ctx.Request.Header.RequestURI()
 	if len(uri) == 0 || uri[0] != '/' {
 		rest, ok := cutSchemeFold(uri)
 		if !ok {
-			return &errReply{status: 400, code: CodeBadRequest, title: "bad request target",
-				detail: "inside a CONNECT tunnel send origin-form targets (/path), got " + quoteBounded(string(uri))}
+			return &Reply{Status: 400, Code: CodeBadRequest, Title: "bad request target",
+				Detail: "inside a CONNECT tunnel send origin-form targets (/path), got " + Quote(string(uri))}
 		}
 		end := bytes.IndexAny(rest, "/?#")
 		if end < 0 {
@@ -221,20 +221,20 @@ func (p *pipeline) enterTunnel(ctx *fasthttp.RequestCtx) *errReply {
 	}
 	host := ctx.Request.Header.Host()
 	if len(host) == 0 {
-		return &errReply{status: 400, code: CodeBadRequest, title: "missing Host", detail: "a request inside a tunnel must name its host"}
+		return &Reply{Status: 400, Code: CodeBadRequest, Title: "missing Host", Detail: "a request inside a tunnel must name its host"}
 	}
 	return ti.checkAuthority(host, "Host header")
 }
 
 // checkAuthority accepts a with the tunnel's host and its port or none.
-func (ti *tunnelInfo) checkAuthority(a []byte, what string) *errReply {
-	h, p, err := splitAuthority(string(a))
+func (ti *tunnelInfo) checkAuthority(a []byte, what string) *Reply {
+	h, p, err := SplitAuthority(string(a))
 	if err == nil && h == ti.host && (p == "" || p == ti.port) {
 		return nil
 	}
-	return &errReply{status: fasthttp.StatusMisdirectedRequest, code: CodeHostMismatch, title: "host does not match the tunnel",
-		detail: "the " + what + " " + quoteBounded(string(a)) + " does not name the CONNECT target " +
-			quoteBounded(net.JoinHostPort(strings.Trim(ti.host, "[]"), ti.port)) + ": a tunnel carries requests to its CONNECT target only"}
+	return &Reply{Status: fasthttp.StatusMisdirectedRequest, Code: CodeHostMismatch, Title: "host does not match the tunnel",
+		Detail: "the " + what + " " + Quote(string(a)) + " does not name the CONNECT target " +
+			Quote(net.JoinHostPort(strings.Trim(ti.host, "[]"), ti.port)) + ": a tunnel carries requests to its CONNECT target only"}
 }
 
 // cutSchemeFold strips a leading http:// or https://.
@@ -250,13 +250,13 @@ func cutSchemeFold(uri []byte) ([]byte, bool) {
 // refuseConnect answers a CONNECT the sidecar can neither fence nor
 // tunnel, saying why in the reason phrase too: most clients show only
 // the status line of a failed CONNECT.
-func (p *pipeline) refuseConnect(ctx *fasthttp.RequestCtx, host, port, hp string) {
+func (p *Pipeline) refuseConnect(ctx *fasthttp.RequestCtx, host, port, hp string) {
 	plain := "http://" + strings.Trim(host, "[]")
 	if port != "443" {
 		plain += ":" + port
 	}
-	p.refuse(ctx, &errReply{status: fasthttp.StatusForbidden, code: CodeConnectFenced, title: "CONNECT to a fenced host",
-		detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
+	p.Refuse(ctx, &Reply{Status: fasthttp.StatusForbidden, Code: CodeConnectFenced, Title: "CONNECT to a fenced host",
+		Detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
 			" it does not intercept: list the host in intercept.hosts (the sidecar then reads every request with its own CA), or call " +
 			plain + " with " + hp + " in tls.originate (the sidecar speaks TLS upstream), or add " + hp + " to connect.allow for an unfenced tunnel"})
 	ctx.Response.Header.SetStatusMessage([]byte("Forbidden by fencepost: TLS to " + hp + " is not intercepted (intercept.hosts) or allowed (connect.allow)"))

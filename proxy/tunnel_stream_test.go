@@ -68,7 +68,7 @@ func TestInterceptedSSEStreamsAndWriteStreamIsCutOnLeaseLoss(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "data: first\n\n", string(buf[:n]))
 	fc.signal("t1", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	_, err = io.ReadAll(resp.Body)
 	require.Error(t, err, "the stream must be cut, not completed")
 	_ = resp.Body.Close()
@@ -142,7 +142,7 @@ func TestNewOwnerReplayingADifferentWriteIsToldWhy(t *testing.T) {
 
 	// Taken over: a new lease, resuming from the same (no) checkpoint.
 	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	mustAcquire(t, s, "t")
 	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=7", nil)
 	require.Equal(t, 422, resp.StatusCode, body)

@@ -104,7 +104,7 @@ func TestInterceptedWriteIsStampedThenBlocked(t *testing.T) {
 
 	// Revoked: a 409 problem the client can read inside TLS, nothing sent.
 	fc.signal("t1", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.heartbeat(t.Context(), s.keeper.SessionID(), new(int))
 	resp, body = post(t, c, "https://"+up.addr()+"/charge", "amount=5")
 	require.Equal(t, 409, resp.StatusCode, body)
 	require.Equal(t, api.ProblemContentType, resp.Header.Get("Content-Type"))

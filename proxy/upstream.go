@@ -27,7 +27,7 @@ type upstream struct {
 	shared       *fasthttp.Client
 	// sharedConns tracks the shared client's connections so Shutdown can
 	// close streams still running after the drain.
-	sharedConns connSet
+	sharedConns ConnSet
 }
 
 func newUpstream(cfg Config) (*upstream, error) {
@@ -40,7 +40,7 @@ func newUpstream(cfg Config) (*upstream, error) {
 		return nil, err
 	}
 	u := &upstream{cfg: cfg, origins: o, interceptTLS: it}
-	u.shared = u.newClient(ticket{})
+	u.shared = u.newClient(Ticket{})
 	return u, nil
 }
 
@@ -49,7 +49,7 @@ const responseHeaderBytes = 64 << 10
 
 // newClient builds a client whose connections are tied to t (the zero
 // ticket: the shared read client).
-func (u *upstream) newClient(t ticket) *fasthttp.Client {
+func (u *upstream) newClient(t Ticket) *fasthttp.Client {
 	maxBody := 0
 	if u.cfg.MaxResponseBody <= int64(^uint(0)>>1) {
 		maxBody = int(u.cfg.MaxResponseBody)
@@ -86,7 +86,7 @@ func (u *upstream) newClient(t ticket) *fasthttp.Client {
 // client returns the client for a request: the shared one for reads, the
 // write client of the lease generation t for writes (errLeaseCut when
 // that generation has ended).
-func (u *upstream) client(write bool, t ticket) (*fasthttp.Client, error) {
+func (u *upstream) client(write bool, t Ticket) (*fasthttp.Client, error) {
 	if !write {
 		return u.shared, nil
 	}
@@ -99,7 +99,7 @@ func (u *upstream) client(write bool, t ticket) (*fasthttp.Client, error) {
 
 // close closes every connection of the shared client, in use or idle.
 func (u *upstream) close() {
-	u.sharedConns.closeAll()
+	u.sharedConns.CloseAll()
 	u.shared.CloseIdleConnections()
 }
 
@@ -107,26 +107,26 @@ func (u *upstream) close() {
 // read and write has a deadline of UpstreamTimeout from its start: a hung
 // upstream fails, a slow stream that keeps sending does not. A write
 // connection asks its lease before the dial and before every write.
-func (u *upstream) dialer(t ticket) fasthttp.DialFunc {
+func (u *upstream) dialer(t Ticket) fasthttp.DialFunc {
 	return func(addr string) (net.Conn, error) {
 		write := t.st != nil
-		if write && t.mayWrite(u.cfg.Clock.Now()) != "" {
+		if write && t.MayWrite(u.cfg.Clock.Now()) != "" {
 			return nil, errLeaseCut
 		}
-		c, err := net.DialTimeout("tcp", dialTarget(addr), u.cfg.DialTimeout)
+		c, err := net.DialTimeout("tcp", DialTarget(addr), u.cfg.DialTimeout)
 		if err != nil {
 			return nil, err
 		}
 		tc := &timedConn{Conn: c, timeout: u.cfg.UpstreamTimeout, t: t, clock: u.cfg.Clock}
 		if write {
-			tc.owner = t.st
+			tc.untrack = t.st.untrack
 			if !t.st.track(t.gen, tc, false) {
 				_ = c.Close()
 				return nil, errLeaseCut
 			}
 		} else {
-			tc.owner = &u.sharedConns
-			if !u.sharedConns.track(tc) {
+			tc.untrack = u.sharedConns.Untrack
+			if !u.sharedConns.Track(tc) {
 				_ = c.Close()
 				return nil, errLeaseCut
 			}
@@ -135,15 +135,15 @@ func (u *upstream) dialer(t ticket) fasthttp.DialFunc {
 	}
 }
 
-// connSet tracks the shared client's open connections.
-type connSet struct {
+// ConnSet tracks the shared client's open connections.
+type ConnSet struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[io.Closer]struct{}
 }
 
-// track registers c; false (and c must be closed) after closeAll.
-func (s *connSet) track(c io.Closer) bool {
+// Track registers c; false (and c must be closed) after closeAll.
+func (s *ConnSet) Track(c io.Closer) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -156,14 +156,14 @@ func (s *connSet) track(c io.Closer) bool {
 	return true
 }
 
-func (s *connSet) untrack(c io.Closer) {
+func (s *ConnSet) Untrack(c io.Closer) {
 	s.mu.Lock()
 	delete(s.m, c)
 	s.mu.Unlock()
 }
 
-// closeAll closes every tracked connection and refuses new ones.
-func (s *connSet) closeAll() {
+// CloseAll closes every tracked connection and refuses new ones.
+func (s *ConnSet) CloseAll() {
 	s.mu.Lock()
 	s.closed = true
 	m := s.m
@@ -185,8 +185,8 @@ func (s *connSet) closeAll() {
 type timedConn struct {
 	net.Conn
 	timeout time.Duration
-	t       ticket // a write connection's lease generation; zero for reads
-	owner   interface{ untrack(io.Closer) }
+	t       Ticket // a write connection's lease generation; zero for reads
+	untrack func(io.Closer) // forgets the connection in its lease's or the shared set
 	clock   Clock
 	readDL  time.Time // the read deadline last set; only Read uses it
 	writeDL time.Time // the write deadline last set; only Write uses it
@@ -224,7 +224,7 @@ func (c *timedConn) Read(p []byte) (int, error) {
 
 func (c *timedConn) Write(p []byte) (int, error) {
 	// Not one byte of a write leaves once its lease may not write.
-	if c.t.st != nil && c.t.mayWrite(c.clock.Now()) != "" {
+	if c.t.st != nil && c.t.MayWrite(c.clock.Now()) != "" {
 		return 0, errLeaseCut
 	}
 	if !c.lastRead.IsZero() && time.Since(c.lastRead) >= livenessAfter {
@@ -247,7 +247,7 @@ func (c *timedConn) Write(p []byte) (int, error) {
 func (c *timedConn) Close() error {
 	var err error
 	c.once.Do(func() {
-		c.owner.untrack(c)
+		c.untrack(c)
 		err = c.Conn.Close()
 	})
 	return err
