@@ -14,51 +14,25 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/request"
 )
 
-// ReadPolicy says what happens to a read (a request classified as safe)
-// when the task it belongs to has no current lease.
-type ReadPolicy string
+// The rule and policy types of Config are the request path's (package
+// proxy/request); these names keep them where the sidecar's users look.
+type (
+	// ReadPolicy says what happens to a read without a current lease.
+	ReadPolicy = request.ReadPolicy
+	// WriteRule refines the write classification (request.WriteRule).
+	WriteRule = request.WriteRule
+	// TLSOrigin makes the sidecar speak verified TLS upstream (request.TLSOrigin).
+	TLSOrigin = request.TLSOrigin
+)
 
-// Read policies.
+// Read policies (request.ReadsAllow, request.ReadsBlock).
 const (
-	// ReadsAllow forwards reads without a lease, unstamped. Reads with a
-	// current lease are always stamped.
-	ReadsAllow ReadPolicy = "allow"
-	// ReadsBlock treats a read without a lease like a write: 409.
-	ReadsBlock ReadPolicy = "block"
+	ReadsAllow = request.ReadsAllow
+	ReadsBlock = request.ReadsBlock
 )
-
-// WriteRule refines the method-based write classification for one host
-// and path prefix. Rules are tried in order; the first that matches
-// decides. An empty Host, PathPrefix or Methods matches anything.
-type WriteRule struct {
-	// Host is a host name, "host:port", or "*.suffix" for any subdomain.
-	Host string
-	// PathPrefix is matched against the request path. A rule that marks
-	// requests as reads (Write false) matches only when both the raw and
-	// the normalised path have the prefix, so dot-segments or escapes
-	// cannot turn a write into a read; a write rule matches when either
-	// does.
-	PathPrefix string
-	// Methods restricts the rule to these methods (case-insensitive).
-	Methods []string
-	// Write is the classification of matching requests.
-	Write bool
-}
-
-// TLSOrigin makes the sidecar speak verified TLS to Host although the
-// worker calls http://Host (Istio's TLS origination). The upstream port
-// is the one in the worker's URL, or 443 when it names none.
-type TLSOrigin struct {
-	// Host is the host name (or host:port) the worker calls.
-	Host string
-	// ServerName overrides the name verified in the certificate; default
-	// the host name.
-	ServerName string
-	// CAFile is a PEM bundle of roots to trust instead of the system pool.
-	CAFile string
-}
 
 // Config configures a Sidecar. The zero value of every field but WorkerID
 // has a usable default (applied by New); Validate checks the rest.

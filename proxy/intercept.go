@@ -5,9 +5,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/reply"
 )
 
 // Intercept configures TLS interception: for a CONNECT to a listed host
@@ -86,7 +88,7 @@ var CAEnvVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"
 // CA returns the interception CA's description, or false when
 // interception is off.
 func (s *Sidecar) CA() (CAInfo, bool) {
-	if s.pipe.ca == nil {
+	if s.ca == nil {
 		return CAInfo{}, false
 	}
 	env := make(map[string]string, len(CAEnvVars))
@@ -95,10 +97,10 @@ func (s *Sidecar) CA() (CAInfo, bool) {
 	}
 	return CAInfo{
 		BundleFile:     s.cfg.Intercept.BundleFile,
-		CertificatePEM: string(s.pipe.ca.CertPEM()),
+		CertificatePEM: string(s.ca.CertPEM()),
 		Hosts:          append([]string(nil), s.cfg.Intercept.Hosts...),
-		Constrained:    s.pipe.ca.Constrained(),
-		NotAfter:       s.pipe.ca.Certificate().NotAfter,
+		Constrained:    s.ca.Constrained(),
+		NotAfter:       s.ca.Certificate().NotAfter,
 		Env:            env,
 	}, true
 }
@@ -110,7 +112,7 @@ func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
 	pemOnly := string(ctx.Path()) == PathCAPEM
 	info, ok := s.CA()
 	if !ok {
-		Problem(ctx, fasthttp.StatusNotFound, CodeNotFound, "interception is off",
+		reply.Problem(ctx, fasthttp.StatusNotFound, reply.CodeNotFound, "interception is off",
 			"no intercept.hosts are configured, so the sidecar has no CA", 0)
 		return
 	}
@@ -119,5 +121,22 @@ func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(info.CertificatePEM)
 		return
 	}
-	JSON(ctx, info)
+	reply.JSON(ctx, info)
+}
+
+// registerCAExpiry exports when the interception CA expires. The CA is
+// not renewed while the sidecar runs (a worker that loaded the bundle at
+// start would not trust a new one), so intercepted calls start failing
+// at that instant unless the sidecar and its worker restart before it:
+// this is what an alert watches.
+func registerCAExpiry(reg prometheus.Registerer, notAfter time.Time) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencepost_sidecar_intercept_ca_expiry_timestamp_seconds",
+		Help: "When the sidecar's interception CA expires (Unix seconds); restart the sidecar and its worker before it.",
+	})
+	g.Set(float64(notAfter.Unix()))
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("proxy: register metrics: %w", err)
+	}
+	return nil
 }

@@ -143,17 +143,17 @@ func (w *Worker) GiveBack(ctx context.Context, task, reason string) error {
 
 // Lease returns the sidecar's local view of task's lease (zero when it
 // holds none).
-func (w *Worker) Lease(ctx context.Context, task string) (proxy.View, error) {
+func (w *Worker) Lease(ctx context.Context, task string) (proxy.LeaseView, error) {
 	var r proxy.LeaseReply
 	if err := w.call(ctx, http.MethodGet, proxy.PathLease+"?taskId="+url.QueryEscape(task), nil, &r); err != nil {
-		return proxy.View{}, err
+		return proxy.LeaseView{}, err
 	}
 	for _, v := range r.Leases {
 		if v.TaskID == task {
 			return v, nil
 		}
 	}
-	return proxy.View{}, nil
+	return proxy.LeaseView{}, nil
 }
 
 // Events streams the sidecar's lease events (GET /v1/events, Server-Sent
