@@ -34,6 +34,47 @@ const (
 	ReadsBlock = request.ReadsBlock
 )
 
+// Intercept configures TLS interception: for a CONNECT to a listed host
+// the sidecar completes the worker's TLS handshake with a leaf from its
+// own CA (package proxy/mitm), reads every request in the tunnel and
+// runs it through the same checks as a proxied one, and speaks verified
+// TLS upstream. The worker must trust the CA: point SSL_CERT_FILE,
+// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS at
+// BundleFile. Clients that pin certificates cannot be intercepted:
+// leave their hosts out.
+type Intercept struct {
+	// Hosts lists intercepted hosts: "api.example.com", "*.example.com",
+	// an IP literal, or "*" for every host. Empty: interception off. The
+	// CA is name-constrained to the list unless it has "*".
+	Hosts []string
+	// BundleFile is where the CA bundle (system roots + the CA) is
+	// written at Start. Default a per-process file in os.TempDir().
+	BundleFile string
+	// UpstreamCAFile is a PEM bundle of roots that intercepted upstreams
+	// are verified against instead of the system pool.
+	UpstreamCAFile string
+	// CAValidity is the CA's lifetime; the CA is created anew at every
+	// start. Default 7 days.
+	CAValidity time.Duration
+	// HandshakeTimeout bounds a tunnel's first bytes and the worker's TLS
+	// handshake. Default 10s.
+	HandshakeTimeout time.Duration
+}
+
+func (in Intercept) validate() error {
+	if len(in.Hosts) > 0 {
+		if err := mitm.CheckHosts(in.Hosts); err != nil {
+			return fmt.Errorf("%w: intercept.hosts: %v", ErrInvalidConfig, err)
+		}
+	}
+	if in.UpstreamCAFile != "" {
+		if _, err := os.Stat(in.UpstreamCAFile); err != nil {
+			return fmt.Errorf("%w: intercept.upstreamCAFile: %v", ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
 // Config configures a Sidecar. The zero value of every field but WorkerID
 // has a usable default (applied by New); Validate checks the rest.
 type Config struct {

@@ -106,8 +106,9 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	}
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
 	s.control = control.New(control.Settings{ClusterTimeout: cfg.ClusterTimeout, Logger: cfg.Logger}, s.keeper, c, g, s.ready)
-	s.control.Handle(PathCA, "GET", s.serveCA)
-	s.control.Handle(PathCAPEM, "GET", s.serveCA)
+	ca := func(ctx *fasthttp.RequestCtx) { serveCA(s.CA, ctx) }
+	s.control.Handle(PathCA, "GET", ca)
+	s.control.Handle(PathCAPEM, "GET", ca)
 	return s, nil
 }
 
@@ -264,6 +265,15 @@ func (s *Sidecar) ControlAddr() string { return addrOf(&s.mu, &s.ctlLn) }
 // the subscription. The channel is closed on cancel, on Shutdown, or if
 // the subscriber falls more than a buffer behind.
 func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.keeper.Subscribe() }
+
+// CA returns the interception CA's description, or false when
+// interception is off.
+func (s *Sidecar) CA() (CAInfo, bool) {
+	if s.ca == nil {
+		return CAInfo{}, false
+	}
+	return caInfo(s.ca, s.cfg.Intercept), true
+}
 
 // Leases returns the local view of every held lease.
 func (s *Sidecar) Leases() []LeaseView { return s.keeper.Views() }
