@@ -14,24 +14,6 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/proxy/mitm"
-	"github.com/fencepost/fencepost/proxy/request"
-)
-
-// The rule and policy types of Config are the request path's (package
-// proxy/request); these names keep them where the sidecar's users look.
-type (
-	// ReadPolicy says what happens to a read without a current lease.
-	ReadPolicy = request.ReadPolicy
-	// WriteRule refines the write classification (request.WriteRule).
-	WriteRule = request.WriteRule
-	// TLSOrigin makes the sidecar speak verified TLS upstream (request.TLSOrigin).
-	TLSOrigin = request.TLSOrigin
-)
-
-// Read policies (request.ReadsAllow, request.ReadsBlock).
-const (
-	ReadsAllow = request.ReadsAllow
-	ReadsBlock = request.ReadsBlock
 )
 
 // Intercept configures TLS interception: for a CONNECT to a listed host

@@ -56,12 +56,25 @@ var (
 	ErrAmbiguousTask = leases.ErrAmbiguousTask
 )
 
-// The request path (package proxy/request).
+// The request path (package proxy/request): the rule and policy types of
+// Config, and the effect journal.
 type (
+	// ReadPolicy says what happens to a read without a current lease.
+	ReadPolicy = request.ReadPolicy
+	// WriteRule refines the write classification (request.WriteRule).
+	WriteRule = request.WriteRule
+	// TLSOrigin makes the sidecar speak verified TLS upstream (request.TLSOrigin).
+	TLSOrigin = request.TLSOrigin
 	// Journal is the effect journal the cluster client provides.
 	Journal = request.Journal
 	// JournalRule marks writes whose effect is journaled.
 	JournalRule = request.JournalRule
+)
+
+// Read policies (request.ReadsAllow, request.ReadsBlock).
+const (
+	ReadsAllow = request.ReadsAllow
+	ReadsBlock = request.ReadsBlock
 )
 
 // Presets are the named write-rule sets of Config.WritePresets.
