@@ -30,7 +30,7 @@ type JournalRule struct {
 }
 
 // Journal is the optional part of the cluster client the effect journal
-// needs. New requires it only when Config.Journal has rules.
+// needs. New uses it only when Settings.JournalRules has rules.
 type Journal interface {
 	Intent(ctx context.Context, taskID string, req api.IntentRequest) (api.IntentResponse, error)
 	Outcome(ctx context.Context, taskID, key string, req api.OutcomeRequest) (lease.Effect, error)

@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// Presets are named, opt-in rule sets (Config.WritePresets) for
+// Presets are named, opt-in rule sets (Settings.WritePresets) for
 // well-known model APIs. Each marks the API's inference endpoints (chat
 // and text completions, responses, messages, embeddings, token counts,
 // moderation) as reads: calling a model changes nothing in the world, so

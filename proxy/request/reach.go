@@ -11,7 +11,7 @@ import (
 )
 
 // RefuseSelfTarget refuses to proxy to the cluster's API endpoints
-// (Config.Endpoints) and to the sidecar's own listeners (proxy, control,
+// (Settings.Endpoints) and to the sidecar's own listeners (proxy, control,
 // metrics: ownPorts): through either a worker could act on other workers' tasks or
 // on its own lease (give it away, fake checkpoints) with the sidecar's
 // standing. host is lower-case, port numeric.

@@ -9,7 +9,7 @@ import (
 )
 
 // limitSignature removes the token's signature from a request to a target
-// not in Config.SignatureHosts (when that list is set). The signature is
+// not in Settings.SignatureHosts (when that list is set). The signature is
 // what makes a token believable to a fenced service that requires it; a
 // third-party API that received one could replay it there for the rest of
 // the epoch. The epoch, task and holder headers stay: alone they prove

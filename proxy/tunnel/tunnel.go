@@ -23,9 +23,10 @@ import (
 // bytes decide what it carries. A TLS ClientHello to an intercepted host
 // is completed with a leaf from the sidecar's CA (package proxy/mitm);
 // an HTTP/1.x request line is read as is (Node's fetch tunnels even
-// http:// URLs). Either way the tunnel's worker side is served by
-// tunnelSrv, whose handler checks each request against the CONNECT
-// (enterTunnel) and hands it to pipeline.serve with the tunnel's entry:
+// http:// URLs). Either way the tunnel's worker side is served by the
+// inner server (Tunnels.inner), whose handler checks each request against
+// the CONNECT (enterTunnel) and hands it to the request path's Serve with
+// the tunnel's Entry:
 // every request inside a tunnel is classified, checked, stamped,
 // journaled or blocked by the same code as a proxied one, and its block
 // (409 problem+json) reaches the worker inside the tunnel. Anything else (garbage, the HTTP/2
@@ -41,7 +42,7 @@ type tunnelInfo struct {
 	task string // the task the CONNECT's proxy user name selected, or ""
 }
 
-// tunnelConn is a fenced tunnel's worker side, as tunnelSrv serves it.
+// tunnelConn is a fenced tunnel's worker side, as the inner server serves it.
 type tunnelConn struct {
 	conns.LingerConn
 	info *tunnelInfo
