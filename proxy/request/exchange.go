@@ -32,7 +32,10 @@ type Pipeline struct {
 	// ownPorts are the sidecar's bound ports (proxy, control, metrics),
 	// which RefuseSelfTarget refuses. SetOwnPorts sets them before the
 	// sidecar serves, and they never change after.
-	ownPorts []string
+	ownPorts []uint16
+	// forbidden are the cluster's and the configured refused targets in
+	// canonical form (reach.go), built once by New.
+	forbidden []forbidden
 }
 
 // exchange is one proxied request and its response. It owns the upstream
