@@ -61,6 +61,7 @@ type Reply struct {
 	Tasks   []string // the held tasks, when the refusal asks the caller to choose
 	Blocked bool     // for want of a lease (else rejected as bad input)
 	Why     string   // when blocked: the lease's reason, a metric label
+	Task    string   // when blocked: the task the request was for, for the log
 }
 
 // problem is the document a refusal is answered with: the RFC 9457
