@@ -92,6 +92,7 @@ func newMetrics(s *Store) *metrics {
 		gauge("term", "Current raft term.", func() float64 { return float64(s.raft.CurrentTerm()) }),
 		gauge("commit_index", "Raft commit index.", func() float64 { return float64(s.raft.CommitIndex()) }),
 		gauge("applied_index", "Index applied to the lease FSM.", func() float64 { return float64(s.fsm.applied.get()) }),
+		gauge("apply_halted", "1 when this member stopped applying the log at an entry it cannot read (format.go; the log says which).", s.haltedGauge),
 		&stateCollector{s: s,
 			tasks:    prometheus.NewDesc(ns+"_cluster_tasks", "Tasks by state (this replica's view).", []string{"state"}, nil),
 			leases:   prometheus.NewDesc(ns+"_cluster_leases", "Current leases by status (this replica's view).", []string{"status"}, nil),
