@@ -34,10 +34,10 @@ type Store struct {
 	raftRef atomic.Pointer[raft.Raft]
 	hclog   hclog.Logger
 	// stamp is the Extensions of every entry this node proposes (format.go).
-	stamp []byte
-	lessor  *lessor
-	verify  *verifier
-	m       *metrics
+	stamp  []byte
+	lessor *lessor
+	verify *verifier
+	m      *metrics
 
 	// leadMu guards leadReady and leading: whether this node, as leader,
 	// has taken office (its own entry committed, leases extended).

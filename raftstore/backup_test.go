@@ -1,0 +1,166 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/stretchr/testify/require"
+)
+
+// saveBackup takes a backup through the leader and writes it to a file.
+func saveBackup(t *testing.T, c *testCluster) (string, BackupHeader) {
+	t.Helper()
+	b, err := retryLeader(c, func(s *Store) (*Backup, error) { return s.Backup(ctxT(t)) })
+	require.NoError(t, err)
+	defer b.Release()
+	path := filepath.Join(t.TempDir(), "fp.backup")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = b.WriteTo(f)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	hdr, err := VerifyBackup(path)
+	require.NoError(t, err)
+	require.Equal(t, b.Header, hdr)
+	return path, hdr
+}
+
+// The epoch-safety property of a restore: a backup is taken, the old
+// cluster grants more epochs (and checkpoints), then a new cluster is
+// restored from the backup; every epoch it grants is above every epoch
+// the old cluster ever granted, sessions from before are gone, and the
+// state of the backup (tasks, checkpoints) is there. The margin is set
+// small here so the check is against the old cluster's real progress,
+// not against the default's billions.
+func TestRestoreGrantsAboveEveryEarlierEpoch(t *testing.T) {
+	old := newTestCluster(t, 3, func(cfg *Config) { cfg.Version = "v0.0.1-test" })
+	sid := old.openSession("w1")
+	var maxEpoch uint64
+	grant := func(c *testCluster, rid, task, session string) api.Grant {
+		g := c.acquire(rid, task, session, "test")
+		return g
+	}
+	for i := range 5 {
+		g := grant(old, fmt.Sprintf("a%d", i), fmt.Sprintf("t%d", i), sid)
+		maxEpoch = max(maxEpoch, g.Lease.Epoch)
+	}
+	_, err := retryLeader(old, func(s *Store) (*lease.Task, error) {
+		return s.Checkpoint(ctxT(t), "cp0", "t0", api.CheckpointRequest{SessionID: sid, Epoch: maxEpoch - 4, Seq: 1, Step: "before-backup"})
+	})
+	require.NoError(t, err)
+
+	path, hdr := saveBackup(t, old)
+	require.Equal(t, "v0.0.1-test", hdr.Version)
+	require.Equal(t, 5, hdr.Tasks)
+
+	// After the backup: many more grants, so the old cluster's index runs
+	// well past the backup's.
+	for i := range 40 {
+		g := grant(old, fmt.Sprintf("b%d", i), fmt.Sprintf("after%d", i), sid)
+		maxEpoch = max(maxEpoch, g.Lease.Epoch)
+	}
+	require.Greater(t, maxEpoch, hdr.Index+30, "the old cluster moved on after the backup")
+	old.closeAll()
+
+	margin := maxEpoch - hdr.Index + 1 // just enough: new epochs start at maxEpoch+2
+	restored := newRestoredCluster(t, path, margin)
+	s := restored.waitForLeader()
+	require.NoError(t, s.Ready())
+
+	// The old session is gone: not revived by the restore.
+	_, err = s.Heartbeat(ctxT(t), sid, api.HeartbeatRequest{})
+	require.ErrorIs(t, err, lease.ErrSessionNotFound)
+
+	// Old tasks keep their checkpoint; their leases were expired.
+	tk, err := s.Task(ctxT(t), "t0", false)
+	require.NoError(t, err)
+	require.NotNil(t, tk.Checkpoint)
+	require.Equal(t, "before-backup", tk.Checkpoint.Step)
+	_, err = s.Task(ctxT(t), "after0", false)
+	require.ErrorIs(t, err, lease.ErrTaskNotFound, "what the old cluster did after the backup is lost")
+
+	nsid := restored.openSession("w2")
+	for i := range 5 {
+		id := fmt.Sprintf("t%d", i)
+		var g api.Grant
+		try := 0
+		waitFor(t, waitTimeout, "the restored cluster reclaims "+id, func() bool {
+			var err error
+			try++ // a fresh request id each time: a refusal is de-duplicated too
+			g, err = s.Acquire(ctxT(t), fmt.Sprintf("r%s.%d", id, try), id, api.AcquireRequest{SessionID: nsid})
+			return err == nil
+		})
+		require.Greater(t, g.Lease.Epoch, maxEpoch, "task %s: a restored grant is above every epoch granted before", id)
+	}
+	for i := range 3 {
+		g := grant(restored, fmt.Sprintf("n%d", i), fmt.Sprintf("after%d", i), nsid)
+		require.Greater(t, g.Lease.Epoch, maxEpoch, "a re-created task's grant is above its old epochs")
+	}
+}
+
+// newRestoredCluster starts a one-node cluster restored from path.
+func newRestoredCluster(t *testing.T, path string, margin uint64) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, cfgs: make([]Config, 1), nodes: make([]*Store, 1), parts: make([]*partTransport, 1)}
+	t.Cleanup(c.closeAll)
+	cfg := testConfig(t, "r0")
+	cfg.Restore = Restore{File: path, EpochMargin: margin}
+	c.cfgs[0] = cfg
+	c.start(0)
+	return c
+}
+
+// A restore refuses a data dir that already holds state, and a backup cut
+// short or changed, before writing anything.
+func TestRestoreRefusals(t *testing.T) {
+	c := newTestCluster(t, 1)
+	c.openSession("w")
+	path, hdr := saveBackup(t, c)
+	c.closeAll()
+
+	used := testConfig(t, "u")
+	used.Bootstrap = true
+	s, err := Open(used)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	used.Restore = Restore{File: path}
+	_, err = Open(used)
+	require.ErrorIs(t, err, ErrConfig)
+	require.Contains(t, err.Error(), "already holds raft state")
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for name, bad := range map[string][]byte{
+		"cut short": data[:len(data)-10],
+		"changed":   append(append([]byte{}, data[:20]...), append([]byte{'X'}, data[21:]...)...),
+		"empty":     nil,
+	} {
+		p := filepath.Join(t.TempDir(), "bad")
+		require.NoError(t, os.WriteFile(p, bad, 0o600))
+		_, err := VerifyBackup(p)
+		require.ErrorIs(t, err, ErrBackup, name)
+		cfg := testConfig(t, "x")
+		cfg.Restore = Restore{File: p}
+		_, err = Open(cfg)
+		require.ErrorIs(t, err, ErrBackup, name)
+		entries, err := os.ReadDir(filepath.Join(cfg.DataDir, "snapshots"))
+		require.NoError(t, err)
+		require.Empty(t, entries, "%s: nothing restored", name)
+	}
+
+	// The default margin grows with the backup's age.
+	f1, err := RestoreFloor(hdr, 0, hdr.SavedAt)
+	require.NoError(t, err)
+	require.Equal(t, hdr.Index+DefaultRestoreMinMargin, f1)
+	f2, err := RestoreFloor(hdr, 0, hdr.SavedAt.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, hdr.Index+3600*DefaultRestoreIndexRate, f2)
+	_, err = RestoreFloor(hdr, 1<<60, hdr.SavedAt)
+	require.True(t, errors.Is(err, ErrConfig))
+}
