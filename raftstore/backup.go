@@ -132,7 +132,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // VerifyBackup checks a backup file whole (its trailer's checksum, then
 // its header) and returns the header.
 func VerifyBackup(path string) (BackupHeader, error) {
-	f, hdr, _, err := openBackup(path)
+	f, hdr, _, _, err := openBackup(path)
 	if err != nil {
 		return BackupHeader{}, err
 	}
@@ -141,16 +141,17 @@ func VerifyBackup(path string) (BackupHeader, error) {
 }
 
 // openBackup verifies the backup at path and returns it open, its header,
-// and a reader of its fsm snapshot part (which reads from the file).
-func openBackup(path string) (*os.File, BackupHeader, io.Reader, error) {
+// a reader of its fsm snapshot part (which reads from the file) and its
+// checksum trailer.
+func openBackup(path string) (*os.File, BackupHeader, io.Reader, string, error) {
 	var hdr BackupHeader
 	f, err := os.Open(path) //nolint:gosec // the operator names the file
 	if err != nil {
-		return nil, hdr, nil, fmt.Errorf("%w: %v", ErrBackup, err)
+		return nil, hdr, nil, "", fmt.Errorf("%w: %v", ErrBackup, err)
 	}
-	fail := func(format string, a ...any) (*os.File, BackupHeader, io.Reader, error) {
+	fail := func(format string, a ...any) (*os.File, BackupHeader, io.Reader, string, error) {
 		_ = f.Close()
-		return nil, hdr, nil, fmt.Errorf("%w: %s: %s", ErrBackup, path, fmt.Sprintf(format, a...))
+		return nil, hdr, nil, "", fmt.Errorf("%w: %s: %s", ErrBackup, path, fmt.Sprintf(format, a...))
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -183,7 +184,7 @@ func openBackup(path string) (*os.File, BackupHeader, io.Reader, error) {
 	case hdr.SnapshotFormat != snapshotFormat:
 		return fail("snapshot format %d (written by fencepost %s); this build reads format %d", hdr.SnapshotFormat, hdr.Version, snapshotFormat)
 	}
-	return f, hdr, br, nil
+	return f, hdr, br, trailerPrefix + hex.EncodeToString(h.Sum(nil)) + "\n", nil
 }
 
 func checkTrailer(r io.Reader, h hash.Hash) error {

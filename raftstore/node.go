@@ -129,7 +129,9 @@ func (s *Store) openRaft() error {
 		closeTransport(s.trans)
 		return fmt.Errorf("raftstore: inspect raft state: %w", err)
 	}
-	if cfg.Restore.File != "" {
+	if cfg.Restore.File != "" && existing && alreadyRestored(cfg.DataDir, cfg.Restore.File) {
+		s.log.Info("data dir was restored from this backup already; starting from the data dir", zap.String("file", cfg.Restore.File))
+	} else if cfg.Restore.File != "" {
 		if existing {
 			closeTransport(s.trans)
 			return fmt.Errorf("%w: Restore: data dir %s already holds raft state; a restore starts a new cluster in an empty data dir", ErrConfig, cfg.DataDir)

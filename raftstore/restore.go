@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -52,6 +54,26 @@ func RestoreFloor(hdr BackupHeader, margin uint64, now time.Time) (uint64, error
 	return hdr.Index + margin, nil
 }
 
+// restoredMarker names the file in the data dir that records which backup
+// it was restored from (its checksum trailer), so a restart that still
+// passes the same --restore starts from the data dir instead of failing.
+const restoredMarker = "restored-from"
+
+// alreadyRestored reports whether the data dir was restored from the
+// backup at path.
+func alreadyRestored(dataDir, path string) bool {
+	have, err := os.ReadFile(filepath.Join(dataDir, restoredMarker)) //nolint:gosec // our data dir
+	if err != nil {
+		return false
+	}
+	f, _, _, sum, err := openBackup(path)
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return string(have) == sum
+}
+
 // restoreInto writes the backup as the first raft snapshot of a new
 // cluster into snaps: the state with every lease of the old cluster
 // expired and every session closed (lease.Model.PrepareRestore), at index
@@ -59,7 +81,7 @@ func RestoreFloor(hdr BackupHeader, margin uint64, now time.Time) (uint64, error
 // from it as from any snapshot.
 func (s *Store) restoreInto(snaps raft.SnapshotStore, addr raft.ServerAddress) error {
 	rcfg := s.cfg.Restore
-	file, hdr, rd, err := openBackup(rcfg.File)
+	file, hdr, rd, sum, err := openBackup(rcfg.File)
 	if err != nil {
 		return err
 	}
@@ -73,7 +95,7 @@ func (s *Store) restoreInto(snaps raft.SnapshotStore, addr raft.ServerAddress) e
 	if err := f.Restore(io.NopCloser(rd)); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBackup, rcfg.File, err)
 	}
-	sum := f.model.PrepareRestore(floor, now)
+	ended := f.model.PrepareRestore(floor, now)
 	f.nodes = map[string]nodeMeta{} // the old members' addresses mean nothing here
 	f.applied.set(floor)
 	snap, err := f.Snapshot()
@@ -89,9 +111,12 @@ func (s *Store) restoreInto(snaps raft.SnapshotStore, addr raft.ServerAddress) e
 	if err := snap.Persist(sink); err != nil {
 		return fmt.Errorf("raftstore: restore: %w", err)
 	}
+	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, restoredMarker), []byte(sum), 0o600); err != nil {
+		return fmt.Errorf("raftstore: restore: %w", err)
+	}
 	s.log.Warn("restored a new cluster from a backup: every lease of the old cluster is expired and every session closed; new epochs start above the floor",
 		zap.String("file", rcfg.File), zap.Uint64("backupIndex", hdr.Index), zap.Time("savedAt", hdr.SavedAt),
 		zap.String("savedBy", hdr.Version), zap.Uint64("epochFloor", floor),
-		zap.Int("leasesExpired", sum.Expired), zap.Int("sessionsClosed", sum.Sessions), zap.Int("tasks", hdr.Tasks))
+		zap.Int("leasesExpired", ended.Expired), zap.Int("sessionsClosed", ended.Sessions), zap.Int("tasks", hdr.Tasks))
 	return nil
 }

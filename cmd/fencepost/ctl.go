@@ -140,7 +140,7 @@ func (g *ctlGlobals) tlsConfig() (*tls.Config, error) {
 var ctlCommands = []*ctlCmd{
 	ctlStatus, ctlMembersList, ctlMembersAdd, ctlMembersRemove,
 	ctlTasksList, ctlTasksGet, ctlTasksCreate, ctlTasksSignal, ctlTasksRevoke, ctlTasksCancel, ctlTasksDelete,
-	ctlLeasesList, ctlKeys,
+	ctlLeasesList, ctlKeys, ctlSnapshotSave,
 	ctlAcquire, ctlClaim, ctlHeartbeat, ctlCheckpoint, ctlWait, ctlRelease, ctlSessionsOpen, ctlSessionsClose,
 }
 
