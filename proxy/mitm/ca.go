@@ -79,9 +79,9 @@ type CA struct {
 	validity time.Duration
 
 	mu    sync.Mutex
-	cur   *generation // signs leaves
-	next  *generation // announced in the bundle, signing from the switch on
-	prev  *generation // signed until the switch; listed until it expires
+	cur   *generation              // signs leaves
+	next  *generation              // announced in the bundle, signing from the switch on
+	prev  *generation              // signed until the switch; listed until it expires
 	cache map[string]*list.Element // name -> *leafEntry in order
 	order *list.List               // front = most recently used
 	mints uint64
