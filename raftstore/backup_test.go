@@ -102,6 +102,23 @@ func TestRestoreGrantsAboveEveryEarlierEpoch(t *testing.T) {
 		g := grant(restored, fmt.Sprintf("n%d", i), fmt.Sprintf("after%d", i), nsid)
 		require.Greater(t, g.Lease.Epoch, maxEpoch, "a re-created task's grant is above its old epochs")
 	}
+
+	// Members joining with empty data dirs receive the restored state.
+	for _, id := range []string{"r1", "r2"} {
+		cfg := testConfig(t, id)
+		restored.cfgs = append(restored.cfgs, cfg)
+		restored.nodes = append(restored.nodes, nil)
+		restored.parts = append(restored.parts, nil)
+		restored.start(len(restored.cfgs) - 1)
+		join := api.JoinRequest{ID: id, RaftAddr: restored.node(len(restored.cfgs) - 1).RaftAddr(), HTTPAddr: cfg.HTTPAddr}
+		_, err := retryLeader(restored, func(s *Store) (struct{}, error) { return struct{}{}, s.Join(ctxT(t), join) })
+		require.NoError(t, err)
+	}
+	restored.waitConverged()
+	restored.requireSameHash()
+	tk, err = restored.node(2).Task(ctxT(t), "t0", true)
+	require.NoError(t, err)
+	require.Equal(t, "before-backup", tk.Checkpoint.Step)
 }
 
 // newRestoredCluster starts a one-node cluster restored from path.
