@@ -3,8 +3,11 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +183,63 @@ func TestRestoreRefusals(t *testing.T) {
 	require.Equal(t, hdr.Index+3600*DefaultRestoreIndexRate, f2)
 	_, err = RestoreFloor(hdr, 1<<60, hdr.SavedAt)
 	require.True(t, errors.Is(err, ErrConfig))
+}
+
+// A backup taken while grants go on is one consistent state: it holds
+// exactly the tasks its header counts, none with an epoch above its
+// index, and every grant acknowledged before the backup started is in it.
+func TestBackupUnderLoadIsConsistent(t *testing.T) {
+	c := newTestCluster(t, 3)
+	sid := c.openSession("w1")
+	var mu sync.Mutex
+	granted := map[string]uint64{} // task -> epoch, acknowledged
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("load%d", i)
+			g, err := retryLeader(c, func(s *Store) (api.Grant, error) {
+				return s.Acquire(ctxT(t), "l"+id, id, api.AcquireRequest{SessionID: sid, Create: true, Profile: "long"})
+			})
+			if err != nil {
+				t.Errorf("acquire %s: %v", id, err)
+				return
+			}
+			mu.Lock()
+			granted[id] = g.Lease.Epoch
+			mu.Unlock()
+		}
+	})
+	waitFor(t, waitTimeout, "some load", func() bool { mu.Lock(); defer mu.Unlock(); return len(granted) >= 20 })
+	mu.Lock()
+	before := maps.Clone(granted)
+	mu.Unlock()
+	path, hdr := saveBackup(t, c)
+	waitFor(t, waitTimeout, "load after the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(granted) >= len(before)+20 })
+	close(stop)
+	wg.Wait()
+
+	f, _, rd, _, err := openBackup(path)
+	require.NoError(t, err)
+	defer f.Close()
+	fm := newFSM(testLogger(t))
+	require.NoError(t, fm.Restore(io.NopCloser(rd)))
+	n := 0
+	fm.read(func(m *lease.Model) {
+		for _, tk := range m.Tasks(lease.TaskFilter{}) {
+			n++
+			require.LessOrEqual(t, tk.MaxEpoch, hdr.Index, "task %s", tk.ID)
+		}
+		for id, epoch := range before {
+			tk, ok := m.Task(id)
+			require.True(t, ok, "%s was acknowledged before the backup", id)
+			require.Equal(t, epoch, tk.Lease.Epoch)
+		}
+	})
+	require.Equal(t, hdr.Tasks, n)
 }
