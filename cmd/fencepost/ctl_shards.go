@@ -6,13 +6,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
 // ctlClustersEnv names the variable read for --clusters.
-const ctlClustersEnv = "FENCEPOST_CLUSTERS"
+const ctlClustersEnv = config.EnvClusters
 
 // ctlAcrossShards are the verbs that, with --clusters, ask every cluster
 // and merge the answers; verbs whose first argument is a task ID go to the
