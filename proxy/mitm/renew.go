@@ -16,19 +16,22 @@ import (
 //
 //	announce, at V/2 of the signing CA's life: a next CA is created and the
 //	  bundle is rewritten to list both; leaves are still signed by the old
-//	switch, at 3V/4, once the announcing bundle was written: the next CA
+//	switch, at 15V/16, once the announcing bundle was written: the next CA
 //	  signs every new leaf (cached leaves are dropped); the old one stays
 //	  listed until it expires
 //	retire, at the old CA's expiry: the bundle lists the new one alone
 //
-// A client that reads the bundle at least every V/4 (42 h by default) so
-// never meets a leaf it cannot verify. A worker process that read it once
-// at start and outlives its CA must be restarted within V/4 of the
-// announcement (the Announced event and the expiry metric say when).
+// The switch comes as late as it safely can, so a worker process that
+// read the bundle once, before the announcement, keeps working for 15V/16
+// (157.5 h by default), nearly as long as without renewal, and one that
+// reads it at least every 7V/16 (73.5 h) never meets a leaf it cannot
+// verify. A worker that outlives the switch without rereading must be
+// restarted before it (the Announced event and the expiry metric say
+// when).
 const (
 	announceAt = 2 // announce at 1/announceAt of the life
-	switchNum  = 3 // switch at switchNum/switchDen of the life
-	switchDen  = 4
+	switchNum  = 15 // switch at switchNum/switchDen of the life
+	switchDen  = 16
 )
 
 // EventKind names a step of the renewal.

@@ -45,7 +45,7 @@ func kinds(evs []Event) []EventKind {
 }
 
 // The renewal steps on a fake clock: announce at half the life (bundle
-// lists both, the old one still signs), switch at three quarters (the new
+// lists both, the old one still signs), switch at 15/16 of it (the new
 // one signs, the old one is still listed), retire at the old one's expiry.
 func TestRenewAnnouncesSwitchesRetires(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -69,9 +69,9 @@ func TestRenewAnnouncesSwitchesRetires(t *testing.T) {
 	leaf, err := ca.Leaf("api.test")
 	require.NoError(t, err)
 	require.NoError(t, leaf.Leaf.CheckSignatureFrom(first))
-	require.Equal(t, start.Add(6*time.Hour), ca.NextRenewal())
+	require.Equal(t, start.Add(7*time.Hour+30*time.Minute), ca.NextRenewal())
 
-	now = start.Add(6 * time.Hour)
+	now = start.Add(7*time.Hour + 30*time.Minute)
 	require.Equal(t, []EventKind{Switched}, kinds(ca.Renew(path)))
 	require.True(t, ca.Certificate().Equal(second))
 	leaf, err = ca.Leaf("api.test")
@@ -97,7 +97,7 @@ func TestRenewSwitchWaitsForTheBundle(t *testing.T) {
 	require.NoError(t, err)
 	first := ca.Certificate()
 	bad := filepath.Join(t.TempDir(), "missing-dir", "bundle.pem")
-	now = start.Add(6 * time.Hour)
+	now = start.Add(7*time.Hour + 30*time.Minute)
 	evs := ca.Renew(bad)
 	require.Equal(t, []EventKind{Announced, Failed}, kinds(evs))
 	require.Error(t, evs[1].Err)
