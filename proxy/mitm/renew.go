@@ -29,7 +29,7 @@ import (
 // restarted before it (the Announced event and the expiry metric say
 // when).
 const (
-	announceAt = 2 // announce at 1/announceAt of the life
+	announceAt = 2  // announce at 1/announceAt of the life
 	switchNum  = 15 // switch at switchNum/switchDen of the life
 	switchDen  = 16
 )
