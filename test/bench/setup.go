@@ -217,4 +217,3 @@ func logf(format string, args ...any) {
 
 // startTime is when the harness started, for progress lines.
 var startTime = time.Now()
-
