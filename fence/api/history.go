@@ -13,6 +13,7 @@ const (
 	// PathEvents is GET: a long-poll for the events every task saw after
 	// ?since= (QueryWatchSince, QueryWatchTimeout), oldest first.
 	PathEvents = "/v1/events"
+	// GET PathSessions (beside POST, which opens one) lists open sessions.
 )
 
 // Kinds of HistoryEvent beyond the command ops' names (lease.Op.String:
@@ -81,4 +82,24 @@ type EventFeed struct {
 	Events []HistoryEvent `json:"events"`
 	Next   uint64         `json:"next"`
 	Reset  bool           `json:"reset,omitempty"`
+}
+
+// SessionInfo is one open session as GET PathSessions lists it.
+// HeartbeatAt is the leader's last heartbeat from it (zero when the
+// answering member is not the leader or it has not heartbeated since the
+// leader took office).
+type SessionInfo struct {
+	SessionID   string    `json:"sessionId"`
+	WorkerID    string    `json:"workerId"`
+	Owner       string    `json:"owner,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	HeartbeatAt time.Time `json:"heartbeatAt,omitzero"`
+	Leases      int       `json:"leases"`
+}
+
+// SessionList is the reply to GET PathSessions (reader role and up),
+// ordered by session id; Next, when set, is the ?after= of the next page.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+	Next     string        `json:"next,omitempty"`
 }

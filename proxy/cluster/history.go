@@ -48,3 +48,23 @@ func (c *Client) WatchEvents(ctx context.Context, since uint64, wait time.Durati
 		mode: modeOnce, wait: wait})
 	return out, err
 }
+
+// Sessions lists open sessions after the session id after (at most limit
+// per page, 0 for the cluster's maximum); a non-empty Next is the after
+// of the next page.
+func (c *Client) Sessions(ctx context.Context, after string, limit int) (api.SessionList, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	p := api.PathSessions
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	var out api.SessionList
+	err := c.do(ctx, request{method: http.MethodGet, path: p, out: &out})
+	return out, err
+}

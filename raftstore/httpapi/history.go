@@ -72,3 +72,31 @@ func (s *Server) events(c *call) (int, any, error) {
 	out, err := h.WatchEvents(c.ctx, since, wait)
 	return http.StatusOK, out, err
 }
+
+// SessionLister is the optional Store method behind GET PathSessions.
+type SessionLister interface {
+	Sessions(ctx context.Context, after string, limit int, stale bool) (api.SessionList, error)
+}
+
+var _ SessionLister = (*raftstore.Store)(nil)
+
+func (s *Server) listSessions(c *call) (int, any, error) {
+	if err := c.noBody(); err != nil {
+		return 0, nil, err
+	}
+	l, ok := s.store.(SessionLister)
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: this store does not list sessions", ErrNoRoute)
+	}
+	stale, err := parseStale(c.query)
+	if err != nil {
+		return 0, nil, err
+	}
+	// The same after/limit rules as the task list.
+	f, err := parseTaskFilter(map[string]string{"after": c.query["after"], "limit": c.query["limit"]})
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := l.Sessions(c.ctx, f.After, f.Limit, stale)
+	return http.StatusOK, out, err
+}

@@ -14,7 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHistoryIsForReadersOnly: a task's history and the event feed answer
+// TestHistoryIsForReadersOnly: a task's history, the event feed and the
+// session list answer
 // a reader and an operator; the sidecar that holds the task's lease gets
 // nothing of them, another worker's sidecar neither, and a caller without
 // a certificate is not even identified.
@@ -39,6 +40,11 @@ func TestHistoryIsForReadersOnly(t *testing.T) {
 	require.Equal(t, lease.StatusRevoked, h.Events[1].Status)
 	require.Equal(t, "test", h.Events[1].Reason)
 	require.Equal(t, sidecarA.String(), h.Events[0].By, "a sidecar's command names its identity")
+	var ss api.SessionList
+	c.as(t, 0, reader).do("GET", api.PathSessions, nil).decode(t, &ss)
+	require.Len(t, ss.Sessions, 1)
+	require.Equal(t, sidecarA.String(), ss.Sessions[0].Owner)
+	require.Zero(t, ss.Sessions[0].Leases, "the revoked lease is not held")
 	var feed api.EventFeed
 	op.do("GET", api.PathEvents+"?since=0", nil).decode(t, &feed)
 	require.NotZero(t, feed.Next)
@@ -46,13 +52,14 @@ func TestHistoryIsForReadersOnly(t *testing.T) {
 	for _, sc := range []*as{a, c.as(t, 0, sidecarB)} {
 		sc.forbidden(sc.do("GET", taskURL(api.PathTaskHistory, "h-1"), nil), httpapi.CodeForbidden, `"read"`)
 		sc.forbidden(sc.do("GET", api.PathEvents, nil), httpapi.CodeForbidden, `"read"`)
+		sc.forbidden(sc.do("GET", api.PathSessions, nil), httpapi.CodeForbidden, `"read"`)
 	}
 	caPEM, err := os.ReadFile(c.kit.CAFile)
 	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(caPEM))
 	anon := c.asTLS(t, 0, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13})
-	for _, path := range []string{taskURL(api.PathTaskHistory, "h-1"), api.PathEvents} {
+	for _, path := range []string{taskURL(api.PathTaskHistory, "h-1"), api.PathEvents, api.PathSessions} {
 		r := anon.do("GET", path, nil)
 		require.Equal(t, http.StatusUnauthorized, r.status, "%s: %s", path, r.body)
 		require.Equal(t, httpapi.CodeUnauthenticated, r.problem(t).Code)

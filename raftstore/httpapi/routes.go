@@ -71,6 +71,8 @@ func buildRoutes() []*route {
 		{api.PathIntent, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).intent}},
 		{api.PathOutcome, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).outcome}},
 		{api.PathTaskHistory, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).taskHistory}},
+		{api.PathSessions, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).listSessions,
+			query: []string{api.QueryStale, "after", "limit"}}},
 		{api.PathEvents, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).events,
 			query: []string{api.QueryWatchSince, api.QueryWatchTimeout}}},
 		{api.PathLeases, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).leases, query: stale}},
