@@ -24,8 +24,8 @@ const devUsage = `Usage: fencepost dev [flags]
 
 Runs the embedded default on loopback, in one process, with no external
 services: a one-node lease cluster (its data kept in data_dir across
-restarts), a sidecar holding the task dev-task, and the reference fenced
-service. It prints what to export for a worker and a fenced call to try.
+restarts), a sidecar holding the task dev-task, the reference fenced
+service and the operator console (ports.console, 7470). It prints what to export for a worker and a fenced call to try.
 Ctrl-C stops everything; the sidecar gives its lease back first.
 
 Examples:
@@ -113,6 +113,12 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		return err
 	}
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
+	con, err := startDevConsole(net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Ports.Console)), clusterAddr, sec.operator,
+		[]string{"http://" + sc.ControlAddr() + "/metrics", "http://" + fenced.Addr() + "/metrics"}, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, con.Close()) }()
 
 	if cfg.Task != "" && !waitHeld(ctx, sc, cfg.Task, devLeaseWait) {
 		log.Warn("the sidecar does not hold the task yet; writes get 409 no-lease until it does", zap.String("task", cfg.Task))
@@ -123,7 +129,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		self, err = "fencepost", nil
 	}
 	printDevHelp(stdout, devHelp{self: self, cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
-		fenced: fencedURL(fenced.Addr()), task: cfg.Task, op: sec.operator})
+		fenced: fencedURL(fenced.Addr()), task: cfg.Task, op: sec.operator, console: con.URL()})
 	revoke := fmt.Sprintf("%s ctl --cluster %s --ca %s --cert %s --key %s tasks revoke %s",
 		self, clusterAddr, sec.operator.CAFile, sec.operator.CertFile, sec.operator.KeyFile, cfg.Task)
 	printDevHTTPS(stdout, revoke, sc.ProxyAddr(), "https"+strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http"), sccfg.Intercept.BundleFile, cfg.Task)
@@ -178,6 +184,7 @@ type devHelp struct {
 	fenced  string           // fenced service URL, through devFencedHost
 	task    string           // the task the sidecar holds
 	op      config.CertFiles // the operator certificate ctl uses
+	console string           // the operator console's URL
 }
 
 // printDevHelp prints the banner: every command in it works as printed in
@@ -193,6 +200,7 @@ fencepost dev is running (Ctrl-C to stop)
   sidecar control  http://%[4]s        (GET /v1/lease, /v1/events, /metrics)
   fenced service   %[5]s   (GET /v1/log)
   task held        %[6]s
+  console          %[12]s   (tasks, timelines, workers, health; as the dev operator)
 
 In the worker's shell:
 
@@ -214,7 +222,7 @@ Take the lease away, then try again (409 from the sidecar; nothing reaches the s
   curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
 `, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost,
-		filepath.Dir(h.op.CAFile), h.op.CAFile, h.op.CertFile, h.op.KeyFile)
+		filepath.Dir(h.op.CAFile), h.op.CAFile, h.op.CertFile, h.op.KeyFile, h.console)
 }
 
 // devIdentities are the certificates `fencepost dev` runs with.

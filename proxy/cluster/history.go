@@ -68,3 +68,7 @@ func (c *Client) Sessions(ctx context.Context, after string, limit int) (api.Ses
 	err := c.do(ctx, request{method: http.MethodGet, path: p, out: &out})
 	return out, err
 }
+
+// HTTPStatus is the status the cluster answered with, so a caller that
+// shows pages (the console) can pass it on without knowing this type.
+func (e *Error) HTTPStatus() int { return e.Status }
