@@ -70,10 +70,13 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		}{id, r.URL.Path, fmt.Sprintf(question, id, epoch), reason, payload, epoch}))
 		return
 	}
-	if reason == "" {
-		reason = name + " from the console"
+	// The reason the cluster records names the console and its
+	// credential, so the task's history says who acted and from where.
+	if by := "console, " + s.cfg.Identity.String(); reason == "" {
+		reason = by
+	} else {
+		reason += " (" + by + ")"
 	}
-	reason += " (console, " + s.cfg.Identity.String() + ")"
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
 	var t *lease.Task

@@ -85,12 +85,12 @@ type taskBody struct {
 
 // timelineEvent is one line of the timeline, newest first.
 type timelineEvent struct {
-	Time        string
-	When        string
-	Kind        string
-	Epoch       uint64
-	Detail      string
-	Class       string
+	Time   string
+	When   string
+	Kind   string
+	Epoch  uint64
+	Detail string
+	Class  string
 }
 
 func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
