@@ -242,12 +242,14 @@ func (h *history) task(id string) (api.TaskHistory, bool) {
 }
 
 // since returns the feed's events after seq (at most MaxFeedPage), or,
-// with none yet, a channel closed at the next append.
-func (h *history) since(seq uint64) (api.EventFeed, <-chan struct{}) {
+// with none yet, a channel closed at the next append. fromNow (a watch's
+// first look, since 0) answers the current position instead, once there
+// is one.
+func (h *history) since(seq uint64, fromNow bool) (api.EventFeed, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := api.EventFeed{Events: []api.HistoryEvent{}, Next: h.seq}
-	if seq == 0 {
+	if fromNow && h.seq > 0 {
 		return out, nil // a new watcher starts from now
 	}
 	if seq > h.seq {
@@ -294,16 +296,18 @@ func (s *Store) TaskHistory(_ context.Context, taskID string) (api.TaskHistory, 
 }
 
 // WatchEvents waits up to d (capped at MaxWatchWait) for events after
-// since on this node and returns them; since 0 answers at once with the
-// current position. It answers from this node's own history, leader or not.
+// since on this node and returns them. Since 0 starts a watch from now: it
+// answers at once with the current position, or, on a node that has
+// applied no event yet, waits for the first ones. It answers from this
+// node's own history, leader or not.
 func (s *Store) WatchEvents(ctx context.Context, since uint64, d time.Duration) (api.EventFeed, error) {
 	if d <= 0 || d > MaxWatchWait {
 		d = MaxWatchWait
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for {
-		out, wake := s.fsm.history.since(since)
+	for fromNow := since == 0; ; fromNow = false {
+		out, wake := s.fsm.history.since(since, fromNow)
 		if wake == nil {
 			return out, nil
 		}

@@ -106,16 +106,18 @@ func TestHistoryRecordsRefusalsAndInDoubtAndForgetsDeletedTasks(t *testing.T) {
 
 func TestHistoryFeedWaitsAndResetsWhenBehind(t *testing.T) {
 	h := newHistory(historyLimits{perTask: 200, perTaskBytes: 1 << 20, totalBytes: 1 << 30, feed: 4})
-	feed, wake := h.since(0)
-	require.Nil(t, wake, "since 0 answers at once with the position")
+	feed, wake := h.since(0, true)
+	require.NotNil(t, wake, "no event yet: since 0 waits for the first")
 	require.Zero(t, feed.Next)
-	feed, wake = h.since(0)
-	require.Nil(t, wake)
 	c, res := checkpointCmd("a", 1, "s")
 	h.observe(1, c, res)
-	feed, wake = h.since(0)
+	feed, _ = h.since(0, false)
+	require.Len(t, feed.Events, 1, "after the wait, the first events")
+	feed, wake = h.since(0, true)
+	require.Nil(t, wake, "since 0 answers at once with the position")
+	require.Empty(t, feed.Events)
 	require.Equal(t, uint64(1), feed.Next)
-	feed, wake = h.since(1)
+	feed, wake = h.since(1, false)
 	require.NotNil(t, wake, "nothing new: wait")
 	c, res = checkpointCmd("a", 2, "s")
 	h.observe(2, c, res)
@@ -124,7 +126,7 @@ func TestHistoryFeedWaitsAndResetsWhenBehind(t *testing.T) {
 	default:
 		t.Fatal("an append wakes the waiter")
 	}
-	feed, _ = h.since(1)
+	feed, _ = h.since(1, false)
 	require.Len(t, feed.Events, 1)
 	require.Equal(t, uint64(2), feed.Next)
 	require.False(t, feed.Reset)
@@ -132,12 +134,12 @@ func TestHistoryFeedWaitsAndResetsWhenBehind(t *testing.T) {
 		c, res := checkpointCmd("a", 3+i, "s")
 		h.observe(3+i, c, res)
 	}
-	feed, _ = h.since(2)
+	feed, _ = h.since(2, false)
 	require.True(t, feed.Reset, "events 3 and 4 fell out of the ring")
 	require.Len(t, feed.Events, 4)
 	require.Equal(t, uint64(5), feed.Events[0].Seq)
 	require.Equal(t, uint64(8), feed.Next)
-	feed, _ = h.since(99)
+	feed, _ = h.since(99, false)
 	require.True(t, feed.Reset, "a position this node never had")
 	require.Equal(t, uint64(8), feed.Next)
 }

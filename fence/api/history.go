@@ -75,7 +75,8 @@ type TaskHistory struct {
 }
 
 // EventFeed is the reply to GET PathEvents. Next is the since of the next
-// call. Reset means events between since and the first one returned are
+// call; since 0 asks for the current position (answered at once, without
+// events, once the node has any). Reset means events between since and the first one returned are
 // gone (the caller fell behind the feed's bound, or asked another node or
 // a restarted one): a caller showing state reads it again.
 type EventFeed struct {

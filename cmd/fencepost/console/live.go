@@ -84,6 +84,7 @@ func (h *hub) broadcast(m liveMsg) {
 // loop long-polls the feed until no page is open or the server stops.
 func (h *hub) loop() {
 	var since uint64
+	positioned := false // since is a position the feed gave
 	for {
 		h.mu.Lock()
 		if len(h.subs) == 0 || h.ctx.Err() != nil {
@@ -97,10 +98,10 @@ func (h *hub) loop() {
 			if h.ctx.Err() == nil {
 				h.log.Debug("console: event watch failed; retrying", zap.Error(err))
 			}
-			if since != 0 {
+			if positioned {
 				h.broadcast(liveMsg{Reset: true})
 			}
-			since = 0
+			since, positioned = 0, false
 			select {
 			case <-h.ctx.Done():
 			case <-time.After(retryAfter):
@@ -108,10 +109,10 @@ func (h *hub) loop() {
 			continue
 		}
 		switch {
-		case since == 0 || feed.Reset:
-			if since != 0 {
-				h.broadcast(liveMsg{Reset: true})
-			}
+		case feed.Reset, positioned && since == 0 && len(feed.Events) == 0 && feed.Next > 0:
+			// Events were missed: the feed moved past us, or a node that
+			// had none when we started answered with a position.
+			h.broadcast(liveMsg{Reset: true})
 		case len(feed.Events) > 0:
 			seen := map[string]bool{}
 			var ids []string
@@ -123,7 +124,7 @@ func (h *hub) loop() {
 			}
 			h.broadcast(liveMsg{Tasks: ids})
 		}
-		since = feed.Next
+		since, positioned = feed.Next, true
 	}
 }
 
