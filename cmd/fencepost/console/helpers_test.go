@@ -106,7 +106,9 @@ func (f *fakeCluster) Sessions(context.Context, string, int) (api.SessionList, e
 	return api.SessionList{Sessions: []api.SessionInfo{}}, nil
 }
 
-func (f *fakeCluster) Status(context.Context) (api.ClusterStatus, error) { return f.store.Status(), nil }
+func (f *fakeCluster) Status(context.Context) (api.ClusterStatus, error) {
+	return f.store.Status(), nil
+}
 
 func (f *fakeCluster) Revoke(ctx context.Context, id string, req api.RevokeRequest) (*lease.Task, error) {
 	f.mu.Lock()
