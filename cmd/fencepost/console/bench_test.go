@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/raftstore/httpapi"
 	"github.com/fencepost/fencepost/raftstore/httpapi/httpapitest"
@@ -96,5 +97,15 @@ func BenchmarkTasksPage(b *testing.B) {
 			b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-byte-ms")
 			b.ReportMetric(float64(size+int64(assets)), "page-bytes")
 		})
+	}
+}
+
+// BenchmarkTasksListAPI is the cluster's share of the Tasks page: one
+// GET /v1/tasks?limit=50 at 100,000 tasks through the Go client.
+func BenchmarkTasksListAPI(b *testing.B) {
+	s := benchStack(b)
+	for b.Loop() {
+		_, err := s.cfg.Cluster.Tasks(context.Background(), lease.TaskFilter{Limit: DefaultPageSize}, false)
+		require.NoError(b, err)
 	}
 }

@@ -26,7 +26,7 @@ const (
 	// cluster to fill a page when a filter the API cannot apply (profile,
 	// worker's tasks beyond the live leases) discards most of them; the
 	// page then links to where the scan stopped.
-	ScanBudget = 5000
+	ScanBudget = 2000
 	// ScrapeEvery is how often the members' /metrics are read for the
 	// Health page.
 	ScrapeEvery = 10 * time.Second
