@@ -84,30 +84,41 @@ func start(t *testing.T, bin string, args ...string) *proc {
 	return p
 }
 
-// waitLine returns the first submatch of re in the process's output.
-func (p *proc) waitLine(t *testing.T, re *regexp.Regexp, within time.Duration) []string {
+// collect reads lines until every pattern matched once and returns each
+// one's submatches.
+func (p *proc) collect(t *testing.T, within time.Duration, res ...*regexp.Regexp) [][]string {
 	t.Helper()
+	out := make([][]string, len(res))
+	left := len(res)
 	deadline := time.After(within)
-	for {
+	for left > 0 {
 		select {
 		case l := <-p.lines:
-			if m := re.FindStringSubmatch(l); m != nil {
-				return m
+			for i, re := range res {
+				if m := re.FindStringSubmatch(l); m != nil && out[i] == nil {
+					out[i] = m
+					left--
+				}
 			}
 		case <-deadline:
-			t.Fatalf("no line matching %s within %s; stderr:\n%s", re, within, p.out.String())
+			t.Fatalf("not every line of %v within %s; stderr:\n%s", res, within, p.out.String())
 		}
 	}
+	return out
 }
 
 // stack is a running dev with a reader's console beside it.
 type stack struct {
 	console, readerConsole string
+	proxy, control, fenced string
 	shots                  string
 }
 
 var (
 	consoleLine = regexp.MustCompile(`^\s*console\s+(http://\S+)`)
+	proxyLine   = regexp.MustCompile(`^\s*sidecar proxy\s+(http://\S+)`)
+	controlLine = regexp.MustCompile(`^\s*sidecar control\s+(http://\S+)`)
+	fencedLine  = regexp.MustCompile(`^\s*fenced service\s+(http://\S+)`)
 	ctlLine     = regexp.MustCompile(`ctl --cluster (\S+) --ca (\S+) --cert (\S+) --key (\S+) tasks revoke`)
 	readerLine  = regexp.MustCompile(`^fencepost console: (http://\S+) \(as reader/viewer\)`)
 )
@@ -122,9 +133,9 @@ func startStack(t *testing.T) *stack {
 	data := filepath.Join(t.TempDir(), "data")
 	dev := start(t, bin, "dev", "--data-dir", data, "--ports-http=0", "--ports-raft=0", "--ports-proxy=0",
 		"--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--ports-console=0", "--log-format=json")
-	s := &stack{console: dev.waitLine(t, consoleLine, 2*time.Minute)[1]}
-	ctl := dev.waitLine(t, ctlLine, time.Minute)
-	cluster, ca := ctl[1], ctl[2]
+	m := dev.collect(t, 2*time.Minute, consoleLine, proxyLine, controlLine, fencedLine, ctlLine)
+	s := &stack{console: m[0][1], proxy: m[1][1], control: m[2][1], fenced: m[3][1]}
+	cluster, ca := m[4][1], m[4][2]
 	// A reader's certificate from dev's CA, and a console that uses it.
 	certDir := t.TempDir()
 	out, err := exec.Command(bin, "tls", "cert", "create", "--reader", "--name", "viewer", "--dir", certDir,
@@ -132,7 +143,7 @@ func startStack(t *testing.T) *stack {
 	require.NoError(t, err, "%s", out)
 	rc := start(t, bin, "console", "--listen", "127.0.0.1:0", "--cluster", cluster, "--ca", ca,
 		"--cert", filepath.Join(certDir, "reader-viewer.pem"), "--key", filepath.Join(certDir, "reader-viewer-key.pem"))
-	s.readerConsole = rc.waitLine(t, readerLine, 30*time.Second)[1]
+	s.readerConsole = rc.collect(t, 30*time.Second, readerLine)[0][1]
 	s.shots = os.Getenv("CONSOLE_SCREENSHOTS")
 	if s.shots == "" {
 		s.shots = t.TempDir()
@@ -173,6 +184,24 @@ func browser(t *testing.T, width, height int) context.Context {
 	return ctx
 }
 
+// write sends a worker's write through the sidecar to the fenced
+// service and returns the status: 201 when it arrived, 409 when the
+// sidecar blocked it.
+func (s *stack) write(t *testing.T, body string) int {
+	t.Helper()
+	proxy, err := url.Parse(s.proxy)
+	require.NoError(t, err)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	resp, err := c.Post(s.fenced+"/v1/tasks/dev-task/writes", "text/plain", strings.NewReader(body))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// liveBound is how soon a change must show in an open page (the issue's
+// "within 1 s"), measured from the request that made it.
+const liveBound = time.Second
+
 // settled waits until the page took its first live update (the console
 // redraws every page once when its event stream opens), so a read of the
 // page is not raced by that redraw.
@@ -202,6 +231,7 @@ func TestConsoleShowsTheTaskAndRevokesItLive(t *testing.T) {
 		chromedp.Text(`#row-dev-task .epoch`, &epoch, chromedp.ByQuery),
 	))
 	require.Regexp(t, `^\d+$`, epoch, "dev-task is listed with its epoch")
+	require.Equal(t, http.StatusCreated, s.write(t, "step 1"), "the sidecar's write goes while the lease is current")
 	s.shot(t, ctx, "tasks")
 
 	for _, page := range []string{"workers", "cluster", "health"} {
@@ -241,6 +271,8 @@ func TestConsoleShowsTheTaskAndRevokesItLive(t *testing.T) {
 	require.True(t, marker, "the page changed without a reload")
 	require.Regexp(t, `revoke epoch `+epoch+` → revoked`, timeline)
 	require.Contains(t, timeline, "console, operator/dev-operator", "the revoke names the console's credential")
+	// As after ctl's revoke, the sidecar blocks the worker's writes.
+	require.Eventually(t, func() bool { return s.write(t, "step 2") == http.StatusConflict }, 10*time.Second, 50*time.Millisecond)
 	s.shot(t, ctx, "task")
 
 	// The narrow window still shows the list.
@@ -283,8 +315,22 @@ func TestReaderConsoleCannotRevoke(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 
+	// A change made elsewhere (the worker checkpoints through its
+	// sidecar) shows in the open list without a reload.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(s.readerConsole+"tasks"), settled()))
+	sent := time.Now()
+	resp, err = http.Post(s.control+"/v1/checkpoint", "application/json", strings.NewReader(`{"taskId":"dev-task","step":"live-check"}`))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Poll(`document.querySelector("#row-dev-task").textContent.includes("live-check")`,
+		nil, chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))))
+	took := time.Since(sent)
+	t.Logf("a checkpoint showed in the open Tasks page %s after it was sent", took)
+	require.Less(t, took, liveBound, "a change shows within the live bound")
+
 	// The lease is still active: nothing reached the cluster.
 	var status string
-	require.NoError(t, chromedp.Run(ctx, chromedp.Reload(), settled(), chromedp.Text(`#lease-status`, &status, chromedp.ByID)))
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(s.readerConsole+"tasks/dev-task"), settled(), chromedp.Text(`#lease-status`, &status, chromedp.ByID)))
 	require.Equal(t, "active", strings.TrimSpace(status))
 }
