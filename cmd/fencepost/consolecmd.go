@@ -48,7 +48,7 @@ func init() {
 
 // consoleFlags are the console's flags beyond ctl's --cluster/--ca/--cert/--key.
 type consoleFlags struct {
-	listen, tokenFile, tlsCert, tlsKey, hosts, metrics string
+	listen, tokenFile, tlsCert, tlsKey, hosts, metrics, fencedLog string
 }
 
 func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -69,6 +69,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&f.hosts, "host", "", "extra host names browsers use to reach the console, comma-separated (the Host header is checked)")
 	fs.StringVar(&f.metrics, "metrics", "", "extra /metrics URLs for the Health page (sidecars, fenced), comma-separated")
+	fs.StringVar(&f.fencedLog, "fenced-log", "", "a fenced reference service's /v1/log URL: its accepted writes join each task's timeline")
 	if code, ok := parseFlags(fs, consoleUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -169,7 +170,7 @@ func consoleConfig(g *ctlGlobals, f consoleFlags, envToken string, log *zap.Logg
 	}
 	cfg := console.Config{Listen: f.listen, Cluster: cc.client, Identity: cc.identity, Token: envToken,
 		Hosts: splitEndpoints(f.hosts), MetricsURLs: append(cc.metrics, splitEndpoints(f.metrics)...),
-		Certs: cc.certs, MemberTLS: cc.clientTLS, Logger: log.Named("console")}
+		Certs: cc.certs, MemberTLS: cc.clientTLS, FencedLogURL: f.fencedLog, Logger: log.Named("console")}
 	if cc.clientTLS != nil {
 		cfg.MetricsClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cc.clientTLS}}
 	}
@@ -220,10 +221,10 @@ func firstCert(path string) *x509.Certificate {
 
 // startDevConsole starts the console of `fencepost dev` on addr, as dev's
 // operator, reading the health counters of the cluster, the sidecar and
-// the fenced service.
-func startDevConsole(addr, clusterAddr string, op config.CertFiles, metrics []string, log *zap.Logger) (*console.Server, error) {
+// the fenced service, and the fenced service's log for the timelines.
+func startDevConsole(addr, clusterAddr string, op config.CertFiles, metrics []string, fencedLog string, log *zap.Logger) (*console.Server, error) {
 	g := &ctlGlobals{cluster: clusterAddr, ca: op.CAFile, cert: op.CertFile, key: op.KeyFile}
-	cfg, msg := consoleConfig(g, consoleFlags{listen: addr, metrics: strings.Join(metrics, ",")}, "", log)
+	cfg, msg := consoleConfig(g, consoleFlags{listen: addr, metrics: strings.Join(metrics, ","), fencedLog: fencedLog}, "", log)
 	if msg != "" {
 		return nil, fmt.Errorf("%w: console: %s", config.ErrRuntime, msg)
 	}

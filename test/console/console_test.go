@@ -271,6 +271,7 @@ func TestConsoleShowsTheTaskAndRevokesItLive(t *testing.T) {
 	require.True(t, marker, "the page changed without a reload")
 	require.Regexp(t, `revoke epoch `+epoch+` → revoked`, timeline)
 	require.Contains(t, timeline, "console, operator/dev-operator", "the revoke names the console's credential")
+	require.Regexp(t, `fenced write epoch `+epoch+` accepted downstream from dev-worker`, timeline, "the write the fenced service took")
 	// As after ctl's revoke, the sidecar blocks the worker's writes.
 	require.Eventually(t, func() bool { return s.write(t, "step 2") == http.StatusConflict }, 10*time.Second, 50*time.Millisecond)
 	s.shot(t, ctx, "task")

@@ -71,7 +71,11 @@ type Config struct {
 	// (the members', and optionally sidecars' and fenced services'); a
 	// counter is summed over them.
 	MetricsURLs []string
-	// MetricsClient reads MetricsURLs (default: http.DefaultClient).
+	// FencedLogURL, when set, is a fenced reference service's GET /v1/log
+	// (fence/refsvc, serve_log): the Task page adds the writes it accepted
+	// for the task to the timeline.
+	FencedLogURL string
+	// MetricsClient reads MetricsURLs and FencedLogURL (default: http.DefaultClient).
 	MetricsClient *http.Client
 	// Certs are certificates whose expiry the Cluster page lists, by name
 	// (the console's own, the CA's); the members' are read from their

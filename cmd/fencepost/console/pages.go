@@ -81,10 +81,12 @@ type taskBody struct {
 	Events               []timelineEvent
 	Dropped              uint64
 	Error                string
+	FencedError          string
 }
 
 // timelineEvent is one line of the timeline, newest first.
 type timelineEvent struct {
+	at     time.Time // for merging the fenced service's writes in
 	Time   string
 	When   string
 	Kind   string
@@ -130,6 +132,12 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		body.Error = "history: " + errText(err)
 	}
+	if fw, err := s.fencedWrites(ctx, id); err != nil {
+		body.FencedError = err.Error()
+	} else if len(fw) > 0 {
+		body.Events = append(body.Events, fw...)
+		sort.SliceStable(body.Events, func(i, j int) bool { return body.Events[i].at.After(body.Events[j].at) })
+	}
 	v := s.view(r, "task", "Task "+id, body)
 	v.TaskID = id
 	s.render(w, r, status, "task", v)
@@ -137,7 +145,7 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 
 // timeline renders one event for people.
 func timeline(e api.HistoryEvent) timelineEvent {
-	out := timelineEvent{Time: e.Time.UTC().Format(time.RFC3339Nano), When: e.Time.UTC().Format("15:04:05.000"), Kind: e.Kind, Epoch: e.Epoch}
+	out := timelineEvent{at: e.Time, Time: e.Time.UTC().Format(time.RFC3339Nano), When: e.Time.UTC().Format("15:04:05.000"), Kind: e.Kind, Epoch: e.Epoch}
 	var d []string
 	add := func(format string, a ...any) { d = append(d, fmt.Sprintf(format, a...)) }
 	if e.Status != "" {
