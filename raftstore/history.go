@@ -3,6 +3,8 @@ package raftstore
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -49,6 +51,9 @@ type history struct {
 	head int // index of the oldest event in feed
 	seq  uint64
 	wake chan struct{} // closed and replaced on every append
+	// id names this feed (api.EventFeed.Feed): seq numbers mean nothing
+	// on another node or after a restart.
+	id string
 }
 
 // taskLog is one task's events, oldest first.
@@ -61,7 +66,9 @@ type taskLog struct {
 }
 
 func newHistory(lim historyLimits) *history {
-	return &history{lim: lim, tasks: map[string]*taskLog{}, wake: make(chan struct{})}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return &history{lim: lim, tasks: map[string]*taskLog{}, wake: make(chan struct{}), id: hex.EncodeToString(b[:])}
 }
 
 // refusalsKept are the ops whose refusals are history: a worker's or an
@@ -248,7 +255,7 @@ func (h *history) task(id string) (api.TaskHistory, bool) {
 func (h *history) since(seq uint64, fromNow bool) (api.EventFeed, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := api.EventFeed{Events: []api.HistoryEvent{}, Next: h.seq}
+	out := api.EventFeed{Events: []api.HistoryEvent{}, Next: h.seq, Feed: h.id}
 	if fromNow && h.seq > 0 {
 		return out, nil // a new watcher starts from now
 	}

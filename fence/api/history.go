@@ -83,6 +83,11 @@ type EventFeed struct {
 	Events []HistoryEvent `json:"events"`
 	Next   uint64         `json:"next"`
 	Reset  bool           `json:"reset,omitempty"`
+	// Feed names the answering node's feed (random per process): a caller
+	// whose since came from another feed (another member, or this one
+	// before a restart) ignores the answer's events and starts again from
+	// Next.
+	Feed string `json:"feed"`
 }
 
 // SessionInfo is one open session as GET PathSessions lists it.

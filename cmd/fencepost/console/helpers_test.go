@@ -28,7 +28,8 @@ type fakeCluster struct {
 	wake     chan struct{}
 	watches  int // WatchEvents calls
 	revokes  []api.RevokeRequest
-	listings int // Tasks calls
+	listings int    // Tasks calls
+	feedID   string // the feed's name (api.EventFeed.Feed)
 }
 
 func newFakeCluster() *fakeCluster {
@@ -71,10 +72,10 @@ func (f *fakeCluster) WatchEvents(ctx context.Context, since uint64, wait time.D
 		n, wake := uint64(len(f.feed)), f.wake
 		if since == 0 && n > 0 && !waited {
 			f.mu.Unlock()
-			return api.EventFeed{Next: n}, nil // the position
+			return api.EventFeed{Next: n, Feed: f.feedID}, nil // the position
 		}
 		if n > since {
-			out := api.EventFeed{Events: append([]api.HistoryEvent{}, f.feed[since:]...), Next: n}
+			out := api.EventFeed{Events: append([]api.HistoryEvent{}, f.feed[since:]...), Next: n, Feed: f.feedID}
 			f.mu.Unlock()
 			return out, nil
 		}
@@ -82,9 +83,9 @@ func (f *fakeCluster) WatchEvents(ctx context.Context, since uint64, wait time.D
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return api.EventFeed{Next: n}, ctx.Err()
+			return api.EventFeed{Next: n, Feed: f.feedID}, ctx.Err()
 		case <-t.C:
-			return api.EventFeed{Next: n}, nil
+			return api.EventFeed{Next: n, Feed: f.feedID}, nil
 		}
 	}
 }

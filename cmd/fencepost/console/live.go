@@ -84,6 +84,7 @@ func (h *hub) broadcast(m liveMsg) {
 // loop long-polls the feed until no page is open or the server stops.
 func (h *hub) loop() {
 	var since uint64
+	var feedID string   // the feed since belongs to
 	positioned := false // since is a position the feed gave
 	for {
 		h.mu.Lock()
@@ -109,6 +110,10 @@ func (h *hub) loop() {
 			continue
 		}
 		switch {
+		case positioned && feed.Feed != feedID:
+			// Another member's (or a restarted member's) numbers: what
+			// happened in between is unknown.
+			h.broadcast(liveMsg{Reset: true})
 		case feed.Reset, positioned && since == 0 && len(feed.Events) == 0 && feed.Next > 0:
 			// Events were missed: the feed moved past us, or a node that
 			// had none when we started answered with a position.
@@ -124,7 +129,7 @@ func (h *hub) loop() {
 			}
 			h.broadcast(liveMsg{Tasks: ids})
 		}
-		since, positioned = feed.Next, true
+		since, feedID, positioned = feed.Next, feed.Feed, true
 	}
 }
 

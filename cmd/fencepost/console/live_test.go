@@ -61,6 +61,14 @@ func TestOpenPagesShareOneWatchAndHearOfChanges(t *testing.T) {
 	f.event(api.HistoryEvent{Kind: "revoke", TaskID: "t1"})
 	require.JSONEq(t, `{"tasks":["t1"]}`, next(t, a))
 	require.JSONEq(t, `{"tasks":["t1"]}`, next(t, b))
+	// The answering member changed (or restarted): its numbers are not
+	// ours, so pages read themselves again instead of trusting them.
+	f.mu.Lock()
+	f.feedID = "another member"
+	f.mu.Unlock()
+	f.event(api.HistoryEvent{Kind: "revoke", TaskID: "t2"})
+	require.JSONEq(t, `{"reset":true}`, next(t, a))
+	require.JSONEq(t, `{"reset":true}`, next(t, b))
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
 	require.Equal(t, 1, s.hub.watches, "one watch loop for every open page")
