@@ -241,6 +241,12 @@ func TestConsoleShowsTheTaskAndRevokesItLive(t *testing.T) {
 	var workers string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(s.console+"workers"), chromedp.Text(`main`, &workers, chromedp.ByQuery)))
 	require.Contains(t, workers, "sidecar/dev-worker", "the sidecar's identity is listed")
+	var clusterText, health string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(s.console+"cluster"), chromedp.Text(`main`, &clusterText, chromedp.ByQuery),
+		chromedp.Navigate(s.console+"health"), chromedp.Text(`main`, &health, chromedp.ByQuery)))
+	require.Regexp(t, `dev\s+\S+\s+\S+\s+leader\s+ready`, clusterText, "the member, its role and readiness")
+	require.Contains(t, clusterText, "member dev", "the member's certificate, read from its handshake")
+	require.Contains(t, health, "Double-execution alarms")
 
 	var marker bool
 	require.NoError(t, chromedp.Run(ctx,

@@ -18,6 +18,9 @@ type Cluster interface {
 	Leases(ctx context.Context, stale bool) (api.LeaseList, error)
 	Sessions(ctx context.Context, after string, limit int) (api.SessionList, error)
 	Status(ctx context.Context) (api.ClusterStatus, error)
+	// Ready asks one member (its HTTP address) whether it has a leader
+	// and is caught up (GET /readyz).
+	Ready(ctx context.Context, endpoint string) error
 	Revoke(ctx context.Context, taskID string, req api.RevokeRequest) (*lease.Task, error)
 	Cancel(ctx context.Context, taskID string, req api.CancelRequest) (*lease.Task, error)
 	Signal(ctx context.Context, taskID string, req api.SignalRequest) (*lease.Task, error)

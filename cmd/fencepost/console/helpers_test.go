@@ -111,6 +111,8 @@ func (f *fakeCluster) Status(context.Context) (api.ClusterStatus, error) {
 	return f.store.Status(), nil
 }
 
+func (f *fakeCluster) Ready(context.Context, string) error { return f.store.Ready() }
+
 func (f *fakeCluster) Revoke(ctx context.Context, id string, req api.RevokeRequest) (*lease.Task, error) {
 	f.mu.Lock()
 	f.revokes = append(f.revokes, req)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
@@ -229,9 +231,14 @@ type certRow struct {
 // clusterBody is the Cluster page's data.
 type clusterBody struct {
 	Status *api.ClusterStatus
-	Certs  []certRow
-	Error  string
+	// Ready is each member's answer to /readyz by id: "" when ready.
+	Ready map[string]string
+	Certs []certRow
+	Error string
 }
+
+// readyTimeout bounds one member's readiness probe on the Cluster page.
+const readyTimeout = time.Second
 
 // soon is how close to expiry a certificate is flagged.
 const soon = 14 * 24 * time.Hour
@@ -239,13 +246,32 @@ const soon = 14 * 24 * time.Hour
 func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	var body clusterBody
+	body := clusterBody{Ready: map[string]string{}}
 	status := http.StatusOK
 	st, err := s.cfg.Cluster.Status(ctx)
 	if err != nil {
 		body.Error, status = errText(err), errStatus(err)
 	} else {
 		body.Status = &st
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range st.Members {
+			if m.HTTPAddr == "" {
+				continue
+			}
+			wg.Go(func() {
+				rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+				defer cancel()
+				msg := "ready"
+				if err := s.cfg.Cluster.Ready(rctx, m.HTTPAddr); err != nil {
+					msg = "not ready: " + errText(err)
+				}
+				mu.Lock()
+				body.Ready[m.ID] = msg
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
 	}
 	now := s.cfg.Now()
 	add := func(name string, c *x509.Certificate) {
