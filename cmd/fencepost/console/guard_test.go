@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencepost/fencepost/fence/pki"
+	"github.com/fencepost/fencepost/fence/pki/pkitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -116,4 +118,26 @@ func TestConfigRefusesAnExposedConsoleWithoutTokenOrTLS(t *testing.T) {
 	require.NoError(t, ok.Validate())
 	require.NoError(t, (&Config{Listen: "[::1]:0", Cluster: f}).Validate())
 	require.NoError(t, (&Config{Cluster: f}).Validate(), "the default is loopback")
+}
+
+// An HTTPS console sets its cookies Secure, so a browser never sends the
+// session or CSRF cookie over plain HTTP.
+func TestHTTPSConsoleSetsSecureCookies(t *testing.T) {
+	kit := pkitest.New(t, "console CA")
+	serverTLS := kit.Source(pki.RoleService, "localhost").ServerConfig(tls.NoClientCert)
+	s := startConsole(t, newFakeCluster(), func(c *Config) { c.TLS = serverTLS; c.Token = "a-long-enough-token-1234" })
+	require.True(t, strings.HasPrefix(s.URL(), "https://"), s.URL())
+	c := browser(t)
+	c.Transport = &http.Transport{TLSClientConfig: kit.Client(pki.RoleReader, "browser")}
+	resp, err := c.Get(s.URL() + "login")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cookies := resp.Cookies()
+	require.NotEmpty(t, cookies)
+	for _, ck := range cookies {
+		require.True(t, ck.Secure, ck.Name)
+		require.True(t, ck.HttpOnly, ck.Name)
+		require.Equal(t, http.SameSiteStrictMode, ck.SameSite, ck.Name)
+	}
 }
