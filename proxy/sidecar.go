@@ -97,7 +97,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		return nil, err
 	}
 	if s.ca != nil {
-		if err := registerCAExpiry(cfg.Registerer, s.ca.Certificate().NotAfter); err != nil {
+		if err := registerCAExpiry(cfg.Registerer, s.ca); err != nil {
 			return nil, err
 		}
 	}
@@ -186,6 +186,16 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			f()
 		}()
 	})
+	if s.ca != nil {
+		// The CA renews itself for as long as the sidecar runs (mitm's
+		// renew.go: announce, switch, retire), rewriting the bundle the
+		// worker trusts before a new CA signs anything.
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.ca.KeepRenewed(bg, s.cfg.Intercept.BundleFile, s.reportRenewal)
+		}()
+	}
 	s.log.Info("sidecar started", zap.String("proxy", s.proxyLn.Addr().String()),
 		zap.String("control", s.ctlLn.Addr().String()), zap.String("worker", s.cfg.WorkerID))
 	return nil

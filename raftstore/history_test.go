@@ -182,7 +182,7 @@ func TestEveryMemberDerivesTheSameHistory(t *testing.T) {
 }
 
 // After a restart a member has the events of the entries it replays (here
-// all of them: no snapshot yet), with their stamped times; DESIGN.md 14
+// all of them: no snapshot yet), with their stamped times; DESIGN.md 15
 // says what a snapshot leaves out.
 func TestHistoryAfterARestartIsTheReplayedLog(t *testing.T) {
 	c := newTestCluster(t, 1)

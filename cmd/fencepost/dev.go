@@ -25,7 +25,8 @@ const devUsage = `Usage: fencepost dev [flags]
 Runs the embedded default on loopback, in one process, with no external
 services: a one-node lease cluster (its data kept in data_dir across
 restarts), a sidecar holding the task dev-task, the reference fenced
-service and the operator console (ports.console, 7470). It prints what to export for a worker and a fenced call to try.
+service and the operator console (ports.console, 7470). It prints what
+to export for a worker and a fenced call to try.
 Ctrl-C stops everything; the sidecar gives its lease back first.
 
 Examples:
@@ -101,6 +102,8 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	defer func() { err = errors.Join(err, fenced.Close()) }()
 
 	sccfg.Cluster, sccfg.ClusterTLS = []string{clusterAddr}, sec.sidecar
+	// The node's raft port is on this machine too: never a proxy target.
+	sccfg.RefuseTargets = append(sccfg.RefuseTargets, n.Store.RaftListenAddr())
 	if sccfg.Intercept.BundleFile, err = filepath.Abs(sccfg.Intercept.BundleFile); err != nil {
 		return fmt.Errorf("%w: data_dir: %w", config.ErrRuntime, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// The access rules every request passes before a page (DESIGN.md 14):
+// The access rules every request passes before a page (DESIGN.md 15):
 //
 //   - Host must be one this console serves under (the listen address,
 //     "localhost" on loopback, Config.Hosts): a page of another origin
