@@ -123,7 +123,7 @@ type Profile struct {
 	Heartbeat Duration `yaml:"heartbeat" doc:"heartbeat interval, at most ttl/3"`
 	// ProgressTimeout is how long a lease may show no progress (a
 	// checkpoint or a progress mark) before the cluster reclaims it with
-	// reason stalled; 0: no progress deadline (DESIGN.md 13).
+	// reason stalled; 0: no progress deadline (DESIGN.md 16).
 	ProgressTimeout Duration `yaml:"progress_timeout" doc:"reclaim a lease that shows no progress (checkpoint or progress mark) for this long, reason stalled (0: never; else >= ttl)"`
 }
 

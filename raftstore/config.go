@@ -22,7 +22,7 @@ type Profile struct {
 	// ProgressTimeout, when positive, is how long a lease may show no
 	// progress (a checkpoint, or a progress mark a heartbeat carries)
 	// before the cluster suspects, expires and reclaims it with reason
-	// stalled (DESIGN.md 13). Zero: no progress deadline. At least
+	// stalled (DESIGN.md 16). Zero: no progress deadline. At least
 	// MinProgressTimeout.
 	ProgressTimeout time.Duration
 }

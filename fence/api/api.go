@@ -78,7 +78,7 @@ type HeldLease struct {
 	// worker last showed progress under this lease (a progress mark or a
 	// checkpoint), at least 1; absent (0) when it has shown none. The
 	// leader keeps the latest in memory and enforces the profile's
-	// progress timeout from it (DESIGN.md 13), so a mark costs no raft
+	// progress timeout from it (DESIGN.md 16), so a mark costs no raft
 	// write. At most MaxSinceProgressMs.
 	SinceProgressMs uint64 `json:"sinceProgressMs,omitempty"`
 }

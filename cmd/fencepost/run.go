@@ -1,0 +1,99 @@
+//go:build ignore
+
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/proxy/workertie"
+)
+
+const runUsage = `Usage: fencepost run [sidecar flags] -- CMD [ARGS...]
+
+Runs the sidecar and starts the worker as its child, so the worker's life is
+its leases' (README "When the worker dies or hangs"):
+
+  - the child gets the worker's environment: FENCEPOST_CONTROL_URL,
+    FENCEPOST_TASK, FENCEPOST_EPOCH, FENCEPOST_CHECKPOINT (the handed-over
+    checkpoint, JSON), HTTP_PROXY/HTTPS_PROXY/NO_PROXY in both cases, the CA
+    bundle variables (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE,
+    NODE_EXTRA_CA_CERTS) and NODE_USE_ENV_PROXY=1;
+  - when it exits its leases end at once: exit 0 completes them
+    (worker.on_success: give_back gives them back), any other exit or a
+    signal gives them back with reason worker_exited, so the task is
+    claimable within a second instead of after TTL + grace;
+  - when a lease is lost (revoked, expired, taken over) the child gets
+    SIGTERM and, after worker.kill_grace, SIGKILL (worker.on_lost: none
+    leaves it running, its writes blocked);
+  - with worker.restart: on-failure a crashed child is started again after a
+    backoff, under a new grant (a higher epoch) and the latest checkpoint;
+  - signals sent to fencepost run go to the child, and fencepost run exits
+    with the child's exit code (128 + n for signal n).
+
+Every sidecar flag applies (fencepost sidecar --help); with --task the
+sidecar acquires the task before it starts the child.
+
+Examples:
+  fencepost run --cluster 127.0.0.1:7400 --task t1 -- python agent.py
+  fencepost run --config sidecar.yaml --worker-restart on-failure -- ./worker --fast
+`
+
+func init() {
+	register(&command{name: "run", summary: "run a worker as the sidecar's child: its exit ends its leases", usage: runUsage, run: runRun})
+}
+
+// runSignals are forwarded to the child; the first four also end the run.
+var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	i := slices.Index(args, "--")
+	if i < 0 || i == len(args)-1 {
+		return usageError(stderr, "run", "give the worker's command after --, e.g. fencepost run --task t1 -- python agent.py")
+	}
+	sidecarArgs, argv := args[:i], args[i+1:]
+	fs := newFlagSet("run")
+	flags := config.BindFlags(fs, config.RoleSidecar)
+	if code, ok := parseFlags(fs, runUsage, sidecarArgs, stdout, stderr); !ok {
+		return code
+	}
+	cfg, code := loadRole[*config.Sidecar](config.RoleSidecar, flags, "run", stderr)
+	if code != exitOK {
+		return code
+	}
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return reportError(stderr, "run", err)
+	}
+	defer func() { _ = log.Sync() }()
+	// Signals go to the child, not to this process's shutdown: the run
+	// ends when the child does. (The command's ctx still ends it when the
+	// caller cancels it, in tests.)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, runSignals...)
+	defer signal.Stop(sigs)
+
+	sc, err := startSidecar(context.WithoutCancel(ctx), cfg, log, newRegistry())
+	if err != nil {
+		return reportError(stderr, "run", err)
+	}
+	sup := &workertie.Supervisor{
+		Config: cfg.Worker.Tie(), Keeper: sc.WorkerKeeper(), Argv: argv, Env: sc.WorkerEnv,
+		Signals: sigs, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Log: log.Named("run"),
+	}
+	childCode, runErr := sup.Run(ctx)
+	if runErr != nil {
+		log.Error("worker", zap.Error(runErr))
+	}
+	if err := stopSidecar(sc, cfg); err != nil {
+		log.Warn("stopping the sidecar", zap.Error(err))
+	}
+	return childCode
+}
