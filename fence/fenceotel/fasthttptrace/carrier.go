@@ -51,8 +51,8 @@ func Inject(ctx context.Context, h *fasthttp.RequestHeader) {
 // caller's traceparent: named "METHOD route" (route is the matched
 // template, never the raw path, so names stay few), with the request
 // attributes of the HTTP semantic conventions. parent is usually
-// context.Background().
-func StartServer(parent context.Context, tr trace.Tracer, rc *fasthttp.RequestCtx, route string) (context.Context, trace.Span) {
+// context.Background(); opts add to the span's (a start time, say).
+func StartServer(parent context.Context, tr trace.Tracer, rc *fasthttp.RequestCtx, route string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	ctx := Extract(parent, &rc.Request.Header)
 	method := string(rc.Method())
 	scheme := "http"
@@ -72,7 +72,8 @@ func StartServer(parent context.Context, tr trace.Tracer, rc *fasthttp.RequestCt
 	if ua := rc.UserAgent(); len(ua) > 0 {
 		attrs = append(attrs, semconv.UserAgentOriginal(string(ua)))
 	}
-	return tr.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	return tr.Start(ctx, method+" "+route, opts...)
 }
 
 // EndServer records the response status and ends span. A 5xx is an error
