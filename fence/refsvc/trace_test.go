@@ -31,7 +31,7 @@ func tracedWrite(t *testing.T, fx *fixture, tp trace.TracerProvider, task, epoch
 func attrsOf(s sdktrace.ReadOnlySpan) map[string]string {
 	out := map[string]string{}
 	for _, kv := range s.Attributes() {
-		out[string(kv.Key)] = kv.Value.Emit()
+		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
 }

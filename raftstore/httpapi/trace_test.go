@@ -45,7 +45,7 @@ func serverSpans(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanS
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
