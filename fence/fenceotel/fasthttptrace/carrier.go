@@ -66,7 +66,7 @@ func StartServer(parent context.Context, tr trace.Tracer, rc *fasthttp.RequestCt
 		semconv.HTTPRoute(route),
 		semconv.NetworkPeerAddress(rc.RemoteIP().String()),
 	}
-	if host, port, ok := splitHostPort(string(rc.Host())); ok {
+	if host, port, ok := SplitHostPort(string(rc.Host())); ok {
 		attrs = append(attrs, semconv.ServerAddress(host), semconv.ServerPort(port))
 	}
 	if ua := rc.UserAgent(); len(ua) > 0 {
@@ -88,8 +88,9 @@ func EndServer(span trace.Span, rc *fasthttp.RequestCtx) {
 	span.End()
 }
 
-// splitHostPort splits a Host header; ok is false without a numeric port.
-func splitHostPort(hostport string) (string, int, bool) {
+// SplitHostPort splits a Host header or an authority for server.address
+// and server.port; ok is false without a numeric port.
+func SplitHostPort(hostport string) (string, int, bool) {
 	for i := len(hostport) - 1; i >= 0; i-- {
 		if hostport[i] == ':' {
 			p, err := strconv.Atoi(hostport[i+1:])
