@@ -69,40 +69,52 @@ type Request struct {
 	t    *Tracer
 	ctx  context.Context
 	span trace.Span
+	task string // the task recorded by Lease, whose lease event a block links to
 }
 
-// Start opens the span of one request, continuing the worker's
-// traceparent: a client span (the sidecar calls upstream on the worker's
-// behalf) named by the request's method, with url.full, server.address and
-// server.port of the upstream target. scheme is http or https, hostPort
-// the upstream authority.
-func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry, scheme, hostPort string) Request {
+// Start opens the span of one request as it arrives, continuing the
+// worker's traceparent: a client span (the sidecar calls upstream on the
+// worker's behalf) named by the request's method, as the HTTP conventions
+// name a client span without a URL template.
+func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry) Request {
 	if t == nil {
 		return Request{}
 	}
 	ctx := fasthttptrace.Extract(context.Background(), &rc.Request.Header)
 	method := string(rc.Method())
-	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodKey.String(method),
-		semconv.URLFull(scheme + "://" + hostPort + string(rc.Request.Header.RequestURI())),
-		entryKey.String(string(in)),
-	}
-	if host, port, ok := fasthttptrace.SplitHostPort(hostPort); ok {
-		attrs = append(attrs, semconv.ServerAddress(host), semconv.ServerPort(port))
-	}
-	ctx, span := t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, span := t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), entryKey.String(string(in))))
 	return Request{t: t, ctx: ctx, span: span}
 }
 
 // On reports whether r records anything.
 func (r Request) On() bool { return r.span != nil }
 
-// Lease records the task and, when the request is stamped, the epoch.
-func (r Request) Lease(task string, epoch uint64) {
+// Target records the upstream target once parsed: url.full (tls picks
+// https; uri is authority, path and query without the scheme),
+// server.address and server.port.
+func (r Request) Target(tls bool, uri []byte, hostPort string) {
 	if r.span == nil {
 		return
 	}
-	if task != "" {
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	attrs := []attribute.KeyValue{semconv.URLFull(scheme + string(uri))}
+	if host, port, ok := fasthttptrace.SplitHostPort(hostPort); ok {
+		attrs = append(attrs, semconv.ServerAddress(host), semconv.ServerPort(port))
+	}
+	r.span.SetAttributes(attrs...)
+}
+
+// Lease records the task and, when the request is stamped, the epoch.
+func (r *Request) Lease(task string, epoch uint64) {
+	if r.span == nil {
+		return
+	}
+	if task != "" && task != r.task {
+		r.task = task
 		r.span.SetAttributes(fenceotel.TaskID.String(task))
 	}
 	if epoch != 0 {
@@ -135,15 +147,15 @@ func (r Request) Decision(d string) {
 
 // Blocked records a refused request (no upstream call was made): decision
 // blocked, the reason, the epoch the lease had, an error status, and a
-// link to the task's latest lease event span (the loss or revocation that
-// blocked it).
-func (r Request) Blocked(reason, task string, epoch uint64) {
+// link to the latest lease event span of the task Lease recorded (the
+// loss or revocation that blocked it).
+func (r *Request) Blocked(reason string, epoch uint64) {
 	if r.span == nil {
 		return
 	}
 	r.span.SetAttributes(fenceotel.Decision.String(fenceotel.DecisionBlocked), fenceotel.BlockReason.String(reason))
-	r.Lease(task, epoch)
-	if sc, ok := r.t.last.Load(task); ok {
+	r.Lease(r.task, epoch)
+	if sc, ok := r.t.last.Load(r.task); ok && r.task != "" {
 		r.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
 	}
 	r.span.SetStatus(codes.Error, "blocked: "+reason)

@@ -15,10 +15,11 @@ import (
 
 func request(traceparent string) *fasthttp.RequestCtx {
 	var rc fasthttp.RequestCtx
+	rc.Request.Header.DisableNormalizing() // as the sidecar serves
 	rc.Request.Header.SetMethod("POST")
 	rc.Request.SetRequestURI("/v1/tasks/t1/writes?x=1")
 	if traceparent != "" {
-		rc.Request.Header.Set("traceparent", traceparent)
+		rc.Request.Header.Set("Traceparent", traceparent)
 		rc.Request.Header.Set("tracestate", "vendor=1")
 	}
 	return &rc
@@ -39,12 +40,13 @@ func TestOffCostsNoAllocation(t *testing.T) {
 	var up fasthttp.RequestHeader
 	failure := errors.New("x")
 	allocs := testing.AllocsPerRun(100, func() {
-		r := tr.Start(rc, EntryProxy, "http", "fenced.localhost:7490")
+		r := tr.Start(rc, EntryProxy)
+		r.Target(false, []byte("fenced.localhost:7490/w"), "fenced.localhost:7490")
 		r.Lease("t1", 5)
 		r.IdempotencyKey("k")
 		r.Inject(&up)
 		r.Decision("forwarded")
-		r.Blocked("revoked", "t1", 5)
+		r.Blocked("revoked", 5)
 		r.Failed(failure)
 		_ = r.LogFields()
 		r.End(201)
@@ -58,13 +60,17 @@ func TestARequestSpanContinuesTheWorkersTraceAndNamesItselfUpstream(t *testing.T
 	exp := tracetest.NewInMemoryExporter()
 	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
 	rc := request("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
-	r := tr.Start(rc, EntryIntercepted, "https", "api.example.com:443")
+	r := tr.Start(rc, EntryIntercepted)
+	r.Target(true, []byte("api.example.com:443/v1/tasks/t1/writes?x=1"), "api.example.com:443")
 	r.Lease("t1", 7)
 	r.IdempotencyKey("fp1-abc")
 	r.Decision("forwarded")
 	var up fasthttp.RequestHeader
-	up.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01") // the worker's, copied
+	up.DisableNormalizing()
+	// The worker's, copied as a Go client spells it.
+	up.Set("Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	r.Inject(&up)
+	require.Len(t, up.PeekAll("Traceparent"), 0, "the worker's spelling is replaced, not kept beside")
 	require.Len(t, r.LogFields(zap.String("a", "b")), 3)
 	r.End(201)
 
@@ -95,8 +101,9 @@ func TestABlockedRequestIsAnErrorLinkedToTheLeaseEvent(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr := New(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
 	tr.LeaseEvent("revoked", "t1", 7, "operator")
-	r := tr.Start(request(""), EntryProxy, "http", "fenced.localhost:7490")
-	r.Blocked("revoked", "t1", 7)
+	r := tr.Start(request(""), EntryProxy)
+	r.Lease("t1", 0)
+	r.Blocked("revoked", 7)
 	r.End(409)
 	spans := exp.GetSpans()
 	require.Len(t, spans, 2)
@@ -113,8 +120,9 @@ func TestABlockedRequestIsAnErrorLinkedToTheLeaseEvent(t *testing.T) {
 
 	// Once released, the task is forgotten: no link, no growth.
 	tr.LeaseEvent("released", "t1", 7, "completed")
-	r = tr.Start(request(""), EntryProxy, "http", "fenced.localhost:7490")
-	r.Blocked("no_lease", "t1", 0)
+	r = tr.Start(request(""), EntryProxy)
+	r.Lease("t1", 0)
+	r.Blocked("no_lease", 0)
 	r.End(409)
 	require.Empty(t, exp.GetSpans()[3].Links)
 }

@@ -9,6 +9,7 @@ package fasthttptrace
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/valyala/fasthttp"
@@ -19,13 +20,37 @@ import (
 )
 
 // Carrier is a propagation.TextMapCarrier over a fasthttp request header.
+// Names match whatever their case: a header may keep the spelling it came
+// with (the sidecar disables fasthttp's normalizing to forward headers as
+// sent), and Go clients send "Traceparent".
 type Carrier struct{ H *fasthttp.RequestHeader }
 
 // Get returns the first value of key.
-func (c Carrier) Get(key string) string { return string(c.H.Peek(key)) }
+func (c Carrier) Get(key string) string {
+	if v := c.H.Peek(key); len(v) > 0 {
+		return string(v)
+	}
+	for k, v := range c.H.All() {
+		if strings.EqualFold(string(k), key) {
+			return string(v)
+		}
+	}
+	return ""
+}
 
-// Set replaces key's values with value.
-func (c Carrier) Set(key, value string) { c.H.Set(key, value) }
+// Set replaces every value of key, in any spelling, with value.
+func (c Carrier) Set(key, value string) {
+	var spellings []string
+	for k := range c.H.All() {
+		if strings.EqualFold(string(k), key) {
+			spellings = append(spellings, string(k))
+		}
+	}
+	for _, k := range spellings {
+		c.H.Del(k)
+	}
+	c.H.Set(key, value)
+}
 
 // Keys lists the header names present.
 func (c Carrier) Keys() []string {
