@@ -48,6 +48,8 @@ type Span struct {
 	// Events are the event names in order; EventAttrs their attributes.
 	Events     []string
 	EventAttrs []map[string]string
+	// Links are the span ids the span links to, in order.
+	Links []string
 }
 
 // Receiver collects spans.
@@ -150,6 +152,9 @@ func (r *Receiver) add(msg *collectortrace.ExportTraceServiceRequest) {
 				for _, e := range s.GetEvents() {
 					sp.Events = append(sp.Events, e.GetName())
 					sp.EventAttrs = append(sp.EventAttrs, attrs(e.GetAttributes()))
+				}
+				for _, l := range s.GetLinks() {
+					sp.Links = append(sp.Links, hex.EncodeToString(l.GetSpanId()))
 				}
 				r.spans = append(r.spans, sp)
 			}
