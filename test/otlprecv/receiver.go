@@ -60,17 +60,27 @@ type Receiver struct {
 	grpc *grpc.Server
 	gadr string
 
+	count bool // only count posts (StartCounting)
+
 	mu    sync.Mutex
 	spans []Span
 	posts int
 }
 
 // Start serves OTLP/HTTP on 127.0.0.1:0 until the test ends.
-func Start(t testing.TB) *Receiver {
+func Start(t testing.TB) *Receiver { return start(t, false) }
+
+// StartCounting serves OTLP/HTTP but only reads and counts the export
+// requests, for benchmarks: decoding every span in the benchmark's own
+// process would bill a collector's work to the code under test.
+func StartCounting(t testing.TB) *Receiver { return start(t, true) }
+
+// start serves OTLP/HTTP; count skips decoding.
+func start(t testing.TB, count bool) *Receiver {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	r := &Receiver{t: t, addr: ln.Addr().String()}
+	r := &Receiver{t: t, addr: ln.Addr().String(), count: count}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", r.serveHTTP)
 	r.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -111,6 +121,13 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	data, err := io.ReadAll(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.count {
+		r.mu.Lock()
+		r.posts++
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
 		return
 	}
 	var msg collectortrace.ExportTraceServiceRequest
