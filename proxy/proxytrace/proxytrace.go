@@ -64,12 +64,35 @@ func New(tp trace.TracerProvider) *Tracer {
 }
 
 // Request is the span of one proxied request. Its zero value (what an off
-// Tracer returns) ignores every call.
-type Request struct {
-	t    *Tracer
-	ctx  context.Context
-	span trace.Span
-	task string // the task recorded by Lease, whose lease event a block links to
+// Tracer returns) ignores every call. The attributes learnt along the way
+// are kept in the request's state and given to the span once, at End: one
+// lock and one de-duplication pass instead of one per step.
+type Request struct{ s *state }
+
+// state is what a traced request carries; allocated only when tracing is
+// on.
+type state struct {
+	t     *Tracer
+	ctx   context.Context
+	span  trace.Span
+	task  string // the task recorded by Lease, whose lease event a block links to
+	n     int
+	attrs [maxAttrs]attribute.KeyValue
+}
+
+// maxAttrs bounds the attributes a request collects before End: url.full,
+// server.address, server.port, task, epoch, idempotency key, decision,
+// block reason, error.type, status, and room to spare.
+const maxAttrs = 12
+
+// add keeps one attribute for End; past maxAttrs it sets it at once.
+func (s *state) add(kv attribute.KeyValue) {
+	if s.n == len(s.attrs) {
+		s.span.SetAttributes(kv)
+		return
+	}
+	s.attrs[s.n] = kv
+	s.n++
 }
 
 // Start opens the span of one request as it arrives, continuing the
@@ -82,66 +105,68 @@ func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry) Request {
 	}
 	ctx := fasthttptrace.Extract(context.Background(), &rc.Request.Header)
 	method := string(rc.Method())
-	ctx, span := t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient),
+	s := &state{t: t}
+	s.ctx, s.span = t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), entryKey.String(string(in))))
-	return Request{t: t, ctx: ctx, span: span}
+	return Request{s: s}
 }
 
 // On reports whether r records anything.
-func (r Request) On() bool { return r.span != nil }
+func (r Request) On() bool { return r.s != nil }
 
 // Target records the upstream target once parsed: url.full (tls picks
 // https; uri is authority, path and query without the scheme),
 // server.address and server.port.
 func (r Request) Target(tls bool, uri []byte, hostPort string) {
-	if r.span == nil {
+	if r.s == nil {
 		return
 	}
 	scheme := "http://"
 	if tls {
 		scheme = "https://"
 	}
-	attrs := []attribute.KeyValue{semconv.URLFull(scheme + string(uri))}
+	r.s.add(semconv.URLFull(scheme + string(uri)))
 	if host, port, ok := fasthttptrace.SplitHostPort(hostPort); ok {
-		attrs = append(attrs, semconv.ServerAddress(host), semconv.ServerPort(port))
+		r.s.add(semconv.ServerAddress(host))
+		r.s.add(semconv.ServerPort(port))
 	}
-	r.span.SetAttributes(attrs...)
 }
 
-// Lease records the task and, when the request is stamped, the epoch.
-func (r *Request) Lease(task string, epoch uint64) {
-	if r.span == nil {
+// Lease records the task (once) and, when the request is stamped, the
+// epoch.
+func (r Request) Lease(task string, epoch uint64) {
+	if r.s == nil {
 		return
 	}
-	if task != "" && task != r.task {
-		r.task = task
-		r.span.SetAttributes(fenceotel.TaskID.String(task))
+	if task != "" && r.s.task == "" {
+		r.s.task = task
+		r.s.add(fenceotel.TaskID.String(task))
 	}
 	if epoch != 0 {
-		r.span.SetAttributes(fenceotel.Epoch.String(strconv.FormatUint(epoch, 10)))
+		r.s.add(fenceotel.Epoch.String(strconv.FormatUint(epoch, 10)))
 	}
 }
 
 // IdempotencyKey records the key the request was sent (or replayed) with.
 func (r Request) IdempotencyKey(key string) {
-	if r.span != nil && key != "" {
-		r.span.SetAttributes(fenceotel.IdempotencyKey.String(key))
+	if r.s != nil && key != "" {
+		r.s.add(fenceotel.IdempotencyKey.String(key))
 	}
 }
 
 // Inject names this span in the upstream request's traceparent (and
 // carries the worker's tracestate on), replacing the worker's.
 func (r Request) Inject(h *fasthttp.RequestHeader) {
-	if r.span != nil {
-		fasthttptrace.Inject(r.ctx, h)
+	if r.s != nil {
+		fasthttptrace.Inject(r.s.ctx, h)
 	}
 }
 
 // Decision records what the sidecar did with the request: forwarded,
 // replayed (from the journal) or in_doubt.
 func (r Request) Decision(d string) {
-	if r.span != nil {
-		r.span.SetAttributes(fenceotel.Decision.String(d))
+	if r.s != nil {
+		r.s.add(fenceotel.Decision.String(d))
 	}
 }
 
@@ -149,49 +174,52 @@ func (r Request) Decision(d string) {
 // blocked, the reason, the epoch the lease had, an error status, and a
 // link to the latest lease event span of the task Lease recorded (the
 // loss or revocation that blocked it).
-func (r *Request) Blocked(reason string, epoch uint64) {
-	if r.span == nil {
+func (r Request) Blocked(reason string, epoch uint64) {
+	if r.s == nil {
 		return
 	}
-	r.span.SetAttributes(fenceotel.Decision.String(fenceotel.DecisionBlocked), fenceotel.BlockReason.String(reason))
-	r.Lease(r.task, epoch)
-	if sc, ok := r.t.last.Load(r.task); ok && r.task != "" {
-		r.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
+	r.s.add(fenceotel.Decision.String(fenceotel.DecisionBlocked))
+	r.s.add(fenceotel.BlockReason.String(reason))
+	r.Lease("", epoch)
+	if sc, ok := r.s.t.last.Load(r.s.task); ok && r.s.task != "" {
+		r.s.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
 	}
-	r.span.SetStatus(codes.Error, "blocked: "+reason)
+	r.s.span.SetStatus(codes.Error, "blocked: "+reason)
 }
 
 // Failed records an upstream call that failed (error.type, error status).
 func (r Request) Failed(err error) {
-	if r.span == nil || err == nil {
+	if r.s == nil || err == nil {
 		return
 	}
-	r.span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
-	r.span.SetStatus(codes.Error, err.Error())
+	r.s.add(semconv.ErrorTypeKey.String(errorType(err)))
+	r.s.span.SetStatus(codes.Error, err.Error())
 }
 
-// End records the status answered to the worker and ends the span. A
-// client span's 4xx and 5xx are errors, per the conventions.
+// End records the status answered to the worker, hands the span every
+// attribute collected, and ends it. A client span's 4xx and 5xx are
+// errors, per the conventions.
 func (r Request) End(status int) {
-	if r.span == nil {
+	if r.s == nil {
 		return
 	}
 	if status > 0 {
-		r.span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		r.s.add(semconv.HTTPResponseStatusCode(status))
 		if status >= 400 {
-			r.span.SetStatus(codes.Error, "")
+			r.s.span.SetStatus(codes.Error, "")
 		}
 	}
-	r.span.End()
+	r.s.span.SetAttributes(r.s.attrs[:r.s.n]...)
+	r.s.span.End()
 }
 
 // LogFields returns fields with the request's trace and span ids added,
 // for a log line written while serving it.
 func (r Request) LogFields(fields ...zap.Field) []zap.Field {
-	if r.span == nil {
+	if r.s == nil {
 		return fields
 	}
-	sc := r.span.SpanContext()
+	sc := r.s.span.SpanContext()
 	return append(fields, zap.String(fenceotel.LogTraceID, sc.TraceID().String()),
 		zap.String(fenceotel.LogSpanID, sc.SpanID().String()))
 }

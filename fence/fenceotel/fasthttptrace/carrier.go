@@ -9,7 +9,6 @@ package fasthttptrace
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/valyala/fasthttp"
@@ -31,7 +30,7 @@ func (c Carrier) Get(key string) string {
 		return string(v)
 	}
 	for k, v := range c.H.All() {
-		if strings.EqualFold(string(k), key) {
+		if equalFold(k, key) {
 			return string(v)
 		}
 	}
@@ -42,7 +41,7 @@ func (c Carrier) Get(key string) string {
 func (c Carrier) Set(key, value string) {
 	var spellings []string
 	for k := range c.H.All() {
-		if strings.EqualFold(string(k), key) {
+		if equalFold(k, key) {
 			spellings = append(spellings, string(k))
 		}
 	}
@@ -50,6 +49,27 @@ func (c Carrier) Set(key, value string) {
 		c.H.Del(k)
 	}
 	c.H.Set(key, value)
+}
+
+// equalFold compares an ASCII header name with key, ignoring case, without
+// copying the name (the carrier runs on every traced request).
+func equalFold(name []byte, key string) bool {
+	if len(name) != len(key) {
+		return false
+	}
+	for i := range len(name) {
+		a, b := name[i], key[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // Keys lists the header names present.
