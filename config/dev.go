@@ -19,6 +19,10 @@ type Dev struct {
 	// Task is the task the embedded sidecar holds (one-task mode), so a
 	// fenced call works right away.
 	Task string `yaml:"task" doc:"task the embedded sidecar creates and holds"`
+	// SignatureHosts are host:port targets of your own (a service behind
+	// your own validator) that get the token's signature too, besides the
+	// embedded fenced service, which always does.
+	SignatureHosts []string `yaml:"signature_hosts" doc:"more host:port targets that get the token signature (the embedded fenced service always does)"`
 	// TraceConsole prints every span to the console: the one flag
 	// (--trace-console) that says tracing.exporter=console.
 	TraceConsole bool `yaml:"trace_console" doc:"print every span as a JSON line on stdout (sets tracing.exporter=console)"`
@@ -92,6 +96,7 @@ func (d *Dev) Validate() error {
 	if d.Task != "" {
 		checkName(&p, "task", d.Task)
 	}
+	checkSignatureHosts(&p, d.SignatureHosts)
 	used := map[int]string{}
 	for _, pt := range d.ports() {
 		if pt.port < 0 || pt.port > 65535 {
@@ -149,6 +154,7 @@ func (d *Dev) Sidecar() *Sidecar {
 	// the CA bundle sits beside the node's data.
 	s.Intercept.Hosts = []string{"*"}
 	s.Intercept.BundleFile = filepath.Join(d.DataDir, "ca-bundle.pem")
+	s.SignatureHosts = d.SignatureHosts
 	s.Log = d.Log
 	return s
 }

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,24 +71,6 @@ func waitListening(t *testing.T, addr string) {
 		require.True(t, time.Now().Before(deadline), "%s never listened: %v", addr, err)
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// lockedBuffer is an io.Writer several goroutines may write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // fencepost dev --trace-console prints the spans of every part on stdout,
