@@ -126,7 +126,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	// user named for a validator of their own (signature_hosts).
 	sccfg.SignatureHosts = append([]string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
 		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}, cfg.SignatureHosts...)
-	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
+	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry(), traces.Provider("sidecar"))
 	if err != nil {
 		return err
 	}

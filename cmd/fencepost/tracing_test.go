@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,11 +79,14 @@ func waitListening(t *testing.T, addr string) {
 func TestDevTraceConsolePrintsSpans(t *testing.T) {
 	fs := newFlagSet("dev")
 	flags := config.BindFlags(fs, config.RoleDev)
-	require.NoError(t, fs.Parse([]string{"--trace-console"}))
+	ports := freeDevPorts(t)
+	require.NoError(t, fs.Parse([]string{"--trace-console", "--data-dir", t.TempDir(),
+		"--ports-http", strconv.Itoa(ports.HTTP), "--ports-raft", strconv.Itoa(ports.Raft), "--ports-proxy", strconv.Itoa(ports.Proxy),
+		"--ports-control", strconv.Itoa(ports.Control), "--ports-fenced", strconv.Itoa(ports.Fenced),
+		"--ports-fenced-tls", strconv.Itoa(ports.FencedTLS)}))
 	var errOut strings.Builder
 	cfg, code := loadRole[*config.Dev](config.RoleDev, flags, "dev", &errOut)
 	require.Equal(t, exitOK, code, errOut.String())
-	cfg.DataDir, cfg.Ports = t.TempDir(), config.DevPorts{}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var out lockedBuffer
