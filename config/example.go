@@ -298,6 +298,7 @@ ports:
   control: 7481                # sidecar control API
   fenced: 7490                 # fenced service
   fenced_tls: 7491             # fenced service over HTTPS (intercepted by the sidecar)
+  console: 7470                # operator console (web UI)
 
 # Print every span as a JSON line on stdout (tracing.exporter=console).
 trace_console: false

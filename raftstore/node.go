@@ -238,6 +238,11 @@ func (s *Store) Close() error {
 // RaftAddr returns the address raft listens on (useful with port 0).
 func (s *Store) RaftAddr() string { return string(s.trans.LocalAddr()) }
 
+// RaftListenAddr returns the address the raft listener is bound to (with
+// the real port when the configured one was 0), which may differ from the
+// advertised RaftAddr.
+func (s *Store) RaftListenAddr() string { return s.layer.ln.Addr().String() }
+
 // NodeID returns this node's id.
 func (s *Store) NodeID() string { return s.cfg.NodeID }
 
