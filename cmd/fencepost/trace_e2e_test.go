@@ -5,13 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +44,7 @@ var (
 func startTracedDev(t *testing.T, recv *otlprecv.Receiver, log *zap.Logger) (devBanner, func()) {
 	t.Helper()
 	cfg := config.DefaultDev()
-	cfg.DataDir, cfg.Ports = filepath.Join(t.TempDir(), "data"), freeDevPorts(t)
+	cfg.DataDir, cfg.Ports = filepath.Join(t.TempDir(), "data"), config.DevPorts{}
 	cfg.Tracing.Exporter, cfg.Tracing.Endpoint = tracing.ExporterOTLP, recv.URL()
 	ctx, cancel := context.WithCancel(t.Context())
 	var out lockedBuffer
@@ -83,21 +81,6 @@ func startTracedDev(t *testing.T, recv *otlprecv.Receiver, log *zap.Logger) (dev
 	}
 	t.Cleanup(stop)
 	return b, stop
-}
-
-// freeDevPorts picks six free loopback ports for dev. (Port 0 would do,
-// but dev then refuses its own raft address "127.0.0.1:0" as a
-// refuse_targets entry.)
-func freeDevPorts(t *testing.T) config.DevPorts {
-	t.Helper()
-	var p [6]int
-	for i := range p {
-		_, port, err := net.SplitHostPort(freeAddr(t))
-		require.NoError(t, err)
-		p[i], err = strconv.Atoi(port)
-		require.NoError(t, err)
-	}
-	return config.DevPorts{HTTP: p[0], Raft: p[1], Proxy: p[2], Control: p[3], Fenced: p[4], FencedTLS: p[5]}
 }
 
 // worker is the test's worker: its own tracer (service "worker") and an

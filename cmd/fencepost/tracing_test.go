@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,11 +78,8 @@ func waitListening(t *testing.T, addr string) {
 func TestDevTraceConsolePrintsSpans(t *testing.T) {
 	fs := newFlagSet("dev")
 	flags := config.BindFlags(fs, config.RoleDev)
-	ports := freeDevPorts(t)
-	require.NoError(t, fs.Parse([]string{"--trace-console", "--data-dir", t.TempDir(),
-		"--ports-http", strconv.Itoa(ports.HTTP), "--ports-raft", strconv.Itoa(ports.Raft), "--ports-proxy", strconv.Itoa(ports.Proxy),
-		"--ports-control", strconv.Itoa(ports.Control), "--ports-fenced", strconv.Itoa(ports.Fenced),
-		"--ports-fenced-tls", strconv.Itoa(ports.FencedTLS)}))
+	require.NoError(t, fs.Parse([]string{"--trace-console", "--data-dir", t.TempDir(), "--ports-http=0", "--ports-raft=0",
+		"--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--ports-console=0"}))
 	var errOut strings.Builder
 	cfg, code := loadRole[*config.Dev](config.RoleDev, flags, "dev", &errOut)
 	require.Equal(t, exitOK, code, errOut.String())
