@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -122,6 +125,36 @@ func (w *worker) call(t *testing.T, name, target, body string) (trace.SpanContex
 	return span.SpanContext(), resp.StatusCode
 }
 
+// callThroughConnect makes one tool call as Node's fetch does for an
+// http:// URL: a CONNECT to the host, then the plain request inside the
+// tunnel.
+func (w *worker) callThroughConnect(t *testing.T, proxy, target, body string) (trace.SpanContext, int) {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	ctx, span := w.tp.Tracer("worker").Start(context.Background(), "tool call via CONNECT", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	c, err := net.DialTimeout("tcp", proxy, 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", u.Host, u.Host)
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
+	require.NoError(t, err)
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	require.NoError(t, req.Write(c))
+	resp, err = http.ReadResponse(br, req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return span.SpanContext(), resp.StatusCode
+}
+
 // inTrace returns the spans of one trace by service.
 func inTrace(spans []otlprecv.Span, traceID string) map[string][]otlprecv.Span {
 	out := map[string][]otlprecv.Span{}
@@ -135,8 +168,8 @@ func inTrace(spans []otlprecv.Span, traceID string) map[string][]otlprecv.Span {
 
 // One worker call through a real sidecar to the fenced service is one
 // trace: worker -> sidecar -> fenced, parent-child links right, the epoch
-// on the sidecar's and the fenced service's span; intercepted HTTPS is
-// traced the same way; after a revoke the write is a blocked error span
+// on the sidecar's and the fenced service's span; a CONNECT-carried
+// plain request and intercepted HTTPS are traced the same way; after a revoke the write is a blocked error span
 // and the fenced service sees nothing.
 func TestOneTraceFromWorkerThroughSidecarToFenced(t *testing.T) {
 	recv := otlprecv.Start(t)
@@ -147,6 +180,8 @@ func TestOneTraceFromWorkerThroughSidecarToFenced(t *testing.T) {
 	plain, status := w.call(t, "tool call http", b.httpURL+"/v1/tasks/dev-task/writes", "step 1")
 	require.Equal(t, http.StatusCreated, status)
 	tlsCall, status := w.call(t, "tool call https", b.httpsURL+"/v1/tasks/dev-task/writes", "step 2")
+	require.Equal(t, http.StatusCreated, status)
+	tunnelled, status := w.callThroughConnect(t, b.proxy, b.httpURL+"/v1/tasks/dev-task/writes", "step 2b")
 	require.Equal(t, http.StatusCreated, status)
 
 	var out, errOut strings.Builder
@@ -172,7 +207,7 @@ func TestOneTraceFromWorkerThroughSidecarToFenced(t *testing.T) {
 	for _, c := range []struct {
 		sc    trace.SpanContext
 		entry string
-	}{{plain, "proxy"}, {tlsCall, "intercepted"}} {
+	}{{plain, "proxy"}, {tlsCall, "intercepted"}, {tunnelled, "connect"}} {
 		tr := inTrace(spans, c.sc.TraceID().String())
 		require.Len(t, tr["worker"], 1, otlprecv.Summary(spans))
 		require.Len(t, tr["fencepost-sidecar"], 1, "%s: %s", c.entry, otlprecv.Summary(spans))
