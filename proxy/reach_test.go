@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencepost/fencepost/fence/api"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/fence/api"
 )
 
 // TestProxyRefusesClusterAndItself: with a current lease, a worker still
@@ -97,14 +98,14 @@ func TestControlRefusesCrossSite(t *testing.T) {
 // API gets the epoch but not the signature that a fenced service believes.
 func TestSignatureOnlyToListedHosts(t *testing.T) {
 	fc := newFakeCluster()
-	fc.signature = "ed25519=k1:c2ln"
+	fc.Signature = "ed25519=k1:c2ln"
 	fenced := startUpstream(t, nil)
 	thirdParty := startUpstream(t, nil)
 	cfg := baseConfig(t)
 	cfg.SignatureHosts = []string{fenced.addr()}
 	s := startSidecar(t, fc, cfg)
 	g := mustAcquire(t, s, "job")
-	require.Equal(t, fc.signature, g.TokenSignature)
+	require.Equal(t, fc.Signature, g.TokenSignature)
 	c := proxyClient(t, s, "job")
 	for _, up := range []*upstreamServer{fenced, thirdParty} {
 		resp, body := doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)

@@ -67,8 +67,8 @@ func TestInterceptedSSEStreamsAndWriteStreamIsCutOnLeaseLoss(t *testing.T) {
 	n, err = resp.Body.Read(buf)
 	require.NoError(t, err)
 	require.Equal(t, "data: first\n\n", string(buf[:n]))
-	fc.signal("t1", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t1", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	_, err = io.ReadAll(resp.Body)
 	require.Error(t, err, "the stream must be cut, not completed")
 	_ = resp.Body.Close()
@@ -141,8 +141,8 @@ func TestNewOwnerReplayingADifferentWriteIsToldWhy(t *testing.T) {
 	require.Equal(t, 201, resp.StatusCode, body)
 
 	// Taken over: a new lease, resuming from the same (no) checkpoint.
-	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	mustAcquire(t, s, "t")
 	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=7", nil)
 	require.Equal(t, 422, resp.StatusCode, body)
