@@ -29,7 +29,10 @@ type Settings struct {
 	HandshakeTimeout time.Duration // a fenced tunnel's first bytes and TLS handshake
 	// NewServer returns the server that serves the inside of fenced
 	// tunnels, with the proxy port's limits; its handlers are set here.
-	NewServer  func() *fasthttp.Server
+	NewServer func() *fasthttp.Server
+	// OtherTCP is the policy for captured connections that are neither TLS
+	// nor HTTP/1.x (capture.other_tcp).
+	OtherTCP   OtherTCP
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
 }
