@@ -56,11 +56,29 @@ func (r ProbeResult) String() string {
 
 // Probe dials target as uid (when uid >= 0 and this process is root; -1
 // dials as this process), from inside t.Netns when set, and classifies the
-// outcome. The owner match of
-// the rules sees the uid of the thread that created the socket, so the
-// dial runs on a locked thread whose credentials alone are changed; that
-// thread is never handed back to the Go scheduler and ends with the probe.
+// outcome.
 func (t Tables) Probe(ctx context.Context, target netip.AddrPort, uid int, timeout time.Duration) ProbeResult {
+	c, err := DialAs(ctx, t.Netns, uid, "tcp", target.String(), timeout)
+	res := ProbeResult{Target: target, Verdict: NotRedirected}
+	switch {
+	case err == nil:
+		_ = c.Close()
+		res.Verdict = Redirected
+	case errors.Is(err, syscall.ECONNREFUSED):
+		res.Verdict = RedirectedRefused
+	default:
+		res.Detail = err.Error()
+	}
+	return res
+}
+
+// DialAs dials addr as uid (when uid >= 0; the process must be root) from
+// inside the named network namespace (when netns is set). The owner match
+// of the rules sees the credentials of the thread that created the
+// socket, so the dial runs on a locked OS thread whose credentials alone
+// are changed; that thread is never handed back to the Go scheduler and
+// ends with the dial. The connection itself may be used from anywhere.
+func DialAs(ctx context.Context, netns string, uid int, network, addr string, timeout time.Duration) (net.Conn, error) {
 	type result struct {
 		conn net.Conn
 		err  error
@@ -68,8 +86,8 @@ func (t Tables) Probe(ctx context.Context, target netip.AddrPort, uid int, timeo
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread's creds may differ
-		if t.Netns != "" {
-			if err := threadSetns(t.Netns); err != nil {
+		if netns != "" {
+			if err := threadSetns(netns); err != nil {
 				ch <- result{err: err}
 				return
 			}
@@ -81,19 +99,9 @@ func (t Tables) Probe(ctx context.Context, target netip.AddrPort, uid int, timeo
 			}
 		}
 		d := net.Dialer{Timeout: timeout}
-		c, err := d.DialContext(ctx, "tcp", target.String())
+		c, err := d.DialContext(ctx, network, addr)
 		ch <- result{c, err}
 	}()
 	r := <-ch
-	res := ProbeResult{Target: target, Verdict: NotRedirected}
-	switch {
-	case r.err == nil:
-		_ = r.conn.Close()
-		res.Verdict = Redirected
-	case errors.Is(r.err, syscall.ECONNREFUSED):
-		res.Verdict = RedirectedRefused
-	default:
-		res.Detail = r.err.Error()
-	}
-	return res
+	return r.conn, r.err
 }
