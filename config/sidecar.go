@@ -49,6 +49,8 @@ type Sidecar struct {
 	SignatureHosts []string `yaml:"signature_hosts" doc:"host:port targets that get the token signature (empty: every target)"`
 	// Intercept configures TLS interception with the sidecar's own CA.
 	Intercept Intercept `yaml:"intercept"`
+	// Capture configures transparent capture (capture.go).
+	Capture Capture `yaml:"capture"`
 	// Limits bounds request and response sizes.
 	Limits Limits `yaml:"limits"`
 	// Timeouts bounds upstream calls.
@@ -200,6 +202,7 @@ func DefaultSidecar() *Sidecar {
 			UpstreamIdle: Duration(proxy.DefaultUpstreamIdleTimeout),
 		},
 		Intercept:    Intercept{CAValidity: Duration(mitm.DefaultValidity)},
+		Capture:      defaultCapture(),
 		DrainTimeout: Duration(proxy.DefaultDrainTimeout),
 		Log:          defaultLog(),
 	}
@@ -284,6 +287,7 @@ func (s *Sidecar) Validate() error {
 	checkPositive(&p, "timeouts.idle", s.Timeouts.Idle)
 	checkPositive(&p, "timeouts.upstream_idle", s.Timeouts.UpstreamIdle)
 	s.Intercept.validate(&p)
+	s.Capture.validate(&p, false)
 	if s.DrainTimeout < 0 {
 		p.invalid("drain_timeout", "must be >= 0 (got %s)", s.DrainTimeout)
 	}
@@ -378,6 +382,9 @@ func (s *Sidecar) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "proxy_addr", s.ProxyAddr)
 	checkPortFree(&p, "control_addr", s.ControlAddr)
+	if s.Capture.Listen != "" {
+		checkPortFree(&p, "capture.listen", s.Capture.Listen)
+	}
 	s.ClusterTLS.checkRuntime(&p, "cluster_tls")
 	if s.MetricsAddr != "" {
 		checkPortFree(&p, "metrics_addr", s.MetricsAddr)
