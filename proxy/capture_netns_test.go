@@ -31,7 +31,7 @@ import (
 // in: the capture test's body runs inside a namespace of its own, where
 // the whole process — sidecar, fake upstreams, worker — lives, so the nat
 // rules it installs touch nothing of the host.
-const captureNetnsEnv = "FENCEPOST_TEST_CAPTURE_NETNS"
+const captureNetnsEnv = "CAPTURE_TEST_NETNS"
 
 // workerUID is the uid the worker's connections are made as: the rules
 // capture only it (the uid-matched setup of fencepost run --capture), so
