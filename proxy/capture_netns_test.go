@@ -72,6 +72,7 @@ func TestCaptureInNetns(t *testing.T) {
 	cfg := interceptConfig(t, ca.file)
 	cfg.Intercept.Hosts = []string{netns.UpstreamIPv4}
 	cfg.Capture = Capture{Listen: "127.0.0.1:0"}
+	cfg.ConnectAllow = []string{"allowed.test:" + strconv.Itoa(portOf(t, upTLS.addr()))}
 	s := startSidecar(t, fc, cfg)
 	plan := capture.Plan{ListenPort: portOf(t, s.CaptureAddr()), WorkerUID: workerUID,
 		Tag: "fpcap-proxy-test", Chain: "FPCAP_PROXY_TEST"}
@@ -100,6 +101,17 @@ func TestCaptureInNetns(t *testing.T) {
 	resp, body = doReq(t, worker, "POST", "https://"+upTLS.addr()+"/charge", "amount=5", nil)
 	require.Equal(t, 200, resp.StatusCode, body)
 	require.Equal(t, token, upTLS.requests()[0].values(fence.HeaderToken))
+
+	// TLS to a host that is not intercepted: as a CONNECT to it, refused
+	// unless connect.allow lists it, then a blind tunnel under the lease.
+	blindTLS := func(sni string) error {
+		c := dialWorker(t, upTLS.addr())
+		tc := tls.Client(c, &tls.Config{ServerName: sni, InsecureSkipVerify: true}) //nolint:gosec // the upstream's leaf names its IP
+		require.NoError(t, tc.SetDeadline(time.Now().Add(5*time.Second)))
+		return tc.Handshake()
+	}
+	require.Error(t, blindTLS("not-listed.test"), "TLS to a host neither intercepted nor allowed is closed")
+	require.NoError(t, blindTLS("allowed.test"), "an allow-listed host gets a blind tunnel while the lease is current")
 
 	// IPv6, where the namespace has it.
 	if len(families) > 1 {

@@ -235,7 +235,7 @@ func serverName(br *bufio.Reader) string {
 	if err != nil {
 		return ""
 	}
-	rec, _ := br.Peek(5 + int(h[3])<<8 | int(h[4])) // short: parse what came
+	rec, _ := br.Peek(5 + (int(h[3])<<8 | int(h[4]))) // short: parse what came
 	var sni string
 	stop := errors.New("hello read")
 	_ = tls.Server(&helloConn{r: bytes.NewReader(rec)}, &tls.Config{
