@@ -269,14 +269,14 @@ func startPingServer(t *testing.T, addr string) string {
 	return ln.Addr().String()
 }
 
-func startUpstreamOnAddr(t *testing.T, addr string, h func(*fasthttp.RequestCtx)) *upstreamServer {
+func startUpstreamOnAddr(t testing.TB, addr string, h func(*fasthttp.RequestCtx)) *upstreamServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	return startUpstreamOn(t, ln, h)
 }
 
-func portOf(t *testing.T, addr string) int {
+func portOf(t testing.TB, addr string) int {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
