@@ -292,4 +292,3 @@ func headerNames(s seen) []string {
 	}
 	return out
 }
-
