@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 //
 //	go test ./proxy -run XXX -bench BenchmarkCapture -benchtime 2s -count 5
 //
-// With -count the four sub-benchmarks alternate (proxy, captured, proxy,
-// captured ...), so drift on a shared machine hits both paths alike. It
+// With -count N the four sub-benchmarks run N rounds, alternating (proxy,
+// captured, proxy, captured ...), so drift on a shared machine hits both
+// paths alike; repeated names get the suffixes #01, #02 ... It
 // needs root (a network namespace and nat rules): the benchmark re-runs
 // this binary inside a namespace of its own and prints the figures
 // measured there; the outer run is then reported as skipped.
@@ -32,13 +34,19 @@ func BenchmarkCapture(b *testing.B) {
 	if os.Getenv(captureNetnsEnv) == "" {
 		ns := netns.New(b, "fpcapb")
 		args := []string{"netns", "exec", ns.Name, os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkCapture$", "-test.benchmem"}
-		for _, name := range []string{"test.benchtime", "test.count", "test.cpu"} {
+		for _, name := range []string{"test.benchtime", "test.cpu"} {
 			if f := flag.Lookup(name); f != nil {
 				args = append(args, "-"+name+"="+f.Value.String())
 			}
 		}
-		cmd := exec.Command("ip", args...)
-		cmd.Env = append(os.Environ(), captureNetnsEnv+"="+ns.Name)
+		reps := "1"
+		if f := flag.Lookup("test.count"); f != nil {
+			reps = f.Value.String()
+		}
+		// -count would repeat each sub-benchmark back to back; the reps
+		// are run here instead, so the paths alternate.
+		cmd := exec.Command("ip", append(args, "-test.count=1")...)
+		cmd.Env = append(os.Environ(), captureNetnsEnv+"="+ns.Name, captureRepsEnv+"="+reps)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
 			b.Fatalf("the benchmark failed inside its namespace: %v", err)
@@ -69,8 +77,14 @@ func BenchmarkCapture(b *testing.B) {
 		return capture.DialAs(ctx, "", workerUID, network, addr, 5*time.Second)
 	}
 	base := "http://" + up.addr()
-	b.Run("proxy-GET", func(b *testing.B) { runBench(b, proxied, "GET", base+"/r") })
-	b.Run("captured-GET", func(b *testing.B) { runBench(b, captured, "GET", base+"/r") })
-	b.Run("proxy-POST", func(b *testing.B) { runBench(b, proxied, "POST", base+"/w") })
-	b.Run("captured-POST", func(b *testing.B) { runBench(b, captured, "POST", base+"/w") })
+	reps, _ := strconv.Atoi(os.Getenv(captureRepsEnv))
+	for range max(reps, 1) {
+		b.Run("proxy-GET", func(b *testing.B) { runBench(b, proxied, "GET", base+"/r") })
+		b.Run("captured-GET", func(b *testing.B) { runBench(b, captured, "GET", base+"/r") })
+		b.Run("proxy-POST", func(b *testing.B) { runBench(b, proxied, "POST", base+"/w") })
+		b.Run("captured-POST", func(b *testing.B) { runBench(b, captured, "POST", base+"/w") })
+	}
 }
+
+// captureRepsEnv carries -count into the namespace (see BenchmarkCapture).
+const captureRepsEnv = "CAPTURE_BENCH_REPS"
