@@ -269,11 +269,11 @@ func startPingServer(t *testing.T, addr string) string {
 	return ln.Addr().String()
 }
 
-func startUpstreamOnAddr(t testing.TB, addr string, h func(*fasthttp.RequestCtx)) *upstreamServer {
+func startUpstreamOnAddr(t testing.TB, addr string, h func(*fasthttp.RequestCtx), opts ...func(*fasthttp.Server)) *upstreamServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	return startUpstreamOn(t, ln, h)
+	return startUpstreamOn(t, ln, h, opts...)
 }
 
 func portOf(t testing.TB, addr string) int {

@@ -86,12 +86,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stdout, "capture rules removed (%s, %s)\n", tables.Backend, familyList(families))
 		return exitOK
 	}
-	cidrs, err := clusterCIDRs(ctx, cfg.Cluster)
-	if err != nil {
-		return reportError(stderr, "capture", err)
-	}
-	plan.ExcludeCIDRs = append(plan.ExcludeCIDRs, cidrs...)
-	if err := tables.Install(plan, families); err != nil {
+	if plan, err = installCapture(ctx, tables, cfg, plan, families); err != nil {
 		return reportError(stderr, "capture", err)
 	}
 	n := 0
@@ -101,6 +96,20 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "capture rules installed: %d rules (%s, %s), TCP redirected to port %d, uid %d excluded\n",
 		n, tables.Backend, familyList(families), plan.ListenPort, plan.WithDefaults().SidecarUID)
 	return exitOK
+}
+
+// installCapture installs plan (cfg's capture plan, possibly narrowed to
+// one worker uid) with the cluster's endpoints excluded, and returns the
+// plan installed; tables.Remove(plan, families) takes it out again. A
+// command that captures only its own child (fencepost run --capture) sets
+// plan.WorkerUID to the child's uid and calls this before starting it.
+func installCapture(ctx context.Context, tables capture.Tables, cfg *config.Sidecar, plan capture.Plan, families []capture.Family) (capture.Plan, error) {
+	cidrs, err := clusterCIDRs(ctx, cfg.Cluster)
+	if err != nil {
+		return plan, err
+	}
+	plan.ExcludeCIDRs = append(plan.ExcludeCIDRs, cidrs...)
+	return plan, tables.Install(plan, families)
 }
 
 // captureCheck probes each family and prints one line per probe.
