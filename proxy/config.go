@@ -103,6 +103,11 @@ type Config struct {
 	TLSOriginate []TLSOrigin
 	// ConnectAllow lists the host:port targets CONNECT may tunnel to.
 	ConnectAllow []string
+	// RefuseTargets are host:port destinations the sidecar never proxies
+	// to, beyond the cluster's API endpoints (always refused) and its own
+	// ports: list the members' raft addresses here. A member host that
+	// is not this machine is refused on every port anyway.
+	RefuseTargets []string
 	// SignatureHosts lists the host:port targets that receive
 	// X-Fencing-Signature; nil means every target (signhosts.go).
 	SignatureHosts []string

@@ -190,6 +190,11 @@ func TestCheckpointDataIsAnyJSONValue(t *testing.T) {
 		stored := string(fc.Ckpt["t"].Data)
 		fc.Mu.Unlock()
 		require.Equal(t, data, stored, "stored as its JSON text, unchanged")
+		var reply struct {
+			CheckpointData json.RawMessage `json:"checkpointData"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &reply), body)
+		require.JSONEq(t, data, string(reply.CheckpointData), "the checkpoint reply hands it back in the shape acquire does")
 	}
 	// The next owner gets it back as the same JSON value.
 	s.keeper.Drop("t", 0, leases.ReasonReleased, EventReleased, "test")

@@ -78,17 +78,15 @@ func serveCA(ca func() (CAInfo, bool), ctx *fasthttp.RequestCtx) {
 	reply.JSON(ctx, info)
 }
 
-// registerCAExpiry exports when the interception CA expires. The CA is
-// not renewed while the sidecar runs (a worker that loaded the bundle at
-// start would not trust a new one), so intercepted calls start failing
-// at that instant unless the sidecar and its worker restart before it:
-// this is what an alert watches.
-func registerCAExpiry(reg prometheus.Registerer, notAfter time.Time) error {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
+// registerCAExpiry exports when the signing interception CA expires. The
+// CA renews itself while the sidecar runs (reportRenewal logs each step),
+// so the gauge moves forward at every switch; it stops moving only when a
+// renewal keeps failing, which is what an alert watches.
+func registerCAExpiry(reg prometheus.Registerer, ca *mitm.CA) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencepost_sidecar_intercept_ca_expiry_timestamp_seconds",
-		Help: "When the sidecar's interception CA expires (Unix seconds); restart the sidecar and its worker before it.",
-	})
-	g.Set(float64(notAfter.Unix()))
+		Help: "When the sidecar's signing interception CA expires (Unix seconds); it renews itself, so a value that nears now means renewal is failing.",
+	}, func() float64 { return float64(ca.Certificate().NotAfter.Unix()) })
 	if err := reg.Register(g); err != nil {
 		return fmt.Errorf("proxy: register metrics: %w", err)
 	}

@@ -25,7 +25,7 @@ func (c Config) leaseSettings() leases.Settings {
 
 func (c Config) requestSettings(j Journal) request.Settings {
 	return request.Settings{
-		WorkerID: c.WorkerID, Endpoints: c.Endpoints, ReadsWithoutLease: c.ReadsWithoutLease,
+		WorkerID: c.WorkerID, Endpoints: c.Endpoints, RefuseTargets: c.RefuseTargets, ReadsWithoutLease: c.ReadsWithoutLease,
 		WriteRules: c.WriteRules, WritePresets: c.WritePresets, TLSOriginate: c.TLSOriginate, SignatureHosts: c.SignatureHosts,
 		UpstreamCAFile: c.Intercept.UpstreamCAFile,
 		JournalRules:   c.Journal, Journal: j, MaxJournalBody: c.MaxJournalBody,

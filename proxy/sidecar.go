@@ -101,7 +101,7 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		return nil, err
 	}
 	if s.ca != nil {
-		if err := registerCAExpiry(cfg.Registerer, s.ca.Certificate().NotAfter); err != nil {
+		if err := registerCAExpiry(cfg.Registerer, s.ca); err != nil {
 			return nil, err
 		}
 	}
@@ -207,6 +207,16 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			f()
 		}()
 	})
+	if s.ca != nil {
+		// The CA renews itself for as long as the sidecar runs (mitm's
+		// renew.go: announce, switch, retire), rewriting the bundle the
+		// worker trusts before a new CA signs anything.
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.ca.KeepRenewed(bg, s.cfg.Intercept.BundleFile, s.reportRenewal)
+		}()
+	}
 	s.log.Info("sidecar started", zap.String("proxy", s.proxyLn.Addr().String()),
 		zap.String("control", s.ctlLn.Addr().String()), zap.String("worker", s.cfg.WorkerID))
 	return nil
@@ -394,4 +404,15 @@ func (f fastLogger) Printf(format string, args ...any) {
 	if ce := f.l.Check(zap.DebugLevel, "fasthttp"); ce != nil {
 		ce.Write(zap.String("msg", fmt.Sprintf(format, args...)))
 	}
+}
+
+// reportRenewal logs one step of the interception CA's renewal: the
+// steps at info, a failed one (the bundle could not be written, so the
+// switch waits) at warn.
+func (s *Sidecar) reportRenewal(e mitm.Event) {
+	if e.Kind == mitm.Failed {
+		s.log.Warn("interception CA renewal failed; retrying", zap.Time("signingCAExpires", e.NotAfter), zap.Error(e.Err))
+		return
+	}
+	s.log.Info("interception CA renewal", zap.String("step", string(e.Kind)), zap.Time("notAfter", e.NotAfter))
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,8 @@ func TestNewOwnerReplayingADifferentWriteIsToldWhy(t *testing.T) {
 	p := problemOf(t, body)
 	require.Equal(t, api.ProblemTypeBase+CodeWriteAlreadyPerformed, p.Type)
 	require.Contains(t, p.Detail, "write 1 after checkpoint 0")
-	require.Contains(t, p.Detail, fence.ProblemPayloadMismatch)
+	require.Contains(t, p.Detail, "the downstream answered: 422 "+path.Base(fence.ProblemPayloadMismatch)+` "`, "the downstream's problem in words")
+	require.NotContains(t, p.Detail, "?", "no quote of the downstream's body turned into '?'")
 
 	// The next write gets the next derived key and goes on as usual.
 	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=5", nil)

@@ -3,7 +3,8 @@
 # CI runs (.ci/run calls this script). As root it installs the system
 # packages the tests need (PostgreSQL for the SQL fence store, iproute2 and
 # iptables for the fault and capture tests, curl and Python for the capture
-# test's workers); without root those tests skip and say why.
+# test's workers, chromium for the console's browser tests); without root
+# those tests skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -18,6 +19,7 @@ if [ "$(id -u)" = 0 ]; then
   # The capture test's workers that ignore HTTP_PROXY (test/capture).
   command -v curl >/dev/null 2>&1 || need+=(curl)
   command -v python3 >/dev/null 2>&1 || need+=(python3 python3-requests)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
   if [ ${#need[@]} -gt 0 ]; then
     step "installing ${need[*]}"
     apt-get update -qq
@@ -56,7 +58,12 @@ step "image: built without a Docker engine, its entrypoint started from the unpa
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 
+step "operator console in headless chromium (screenshots kept in bin/console-screenshots)"; test/console.sh
+
 step "nemesis fault suite"; test/nemesis.sh
+# A 3-member cluster of the previous release upgraded one member at a time
+# under load (the previous build comes from git history; skips without it).
+step "rolling upgrade from the previous release"; UPGRADE=1 go test -count=1 -timeout 10m ./test/upgrade/
 step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
 
 step "demo smoke test"

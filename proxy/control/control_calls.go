@@ -78,8 +78,8 @@ func (c *API) grant(ctx *fasthttp.RequestCtx, taskID string, claim bool, req api
 		id = g.Task.ID
 	}
 	out := GrantReply{Task: g.Task, InDoubt: g.InDoubt}
-	if cp := g.Task.Checkpoint; cp != nil && len(cp.Data) > 0 && json.Valid(cp.Data) {
-		out.CheckpointData = cp.Data
+	if cp := g.Task.Checkpoint; cp != nil {
+		out.CheckpointData = jsonData(cp.Data)
 	}
 	for _, v := range c.keeper.Views() {
 		if v.TaskID == id {
@@ -108,10 +108,21 @@ func (c *API) checkpoint(ctx *fasthttp.RequestCtx) {
 		c.controlError(ctx, task, epoch, err)
 		return
 	}
+	out := CheckpointReply{Task: t}
 	if t != nil && t.Checkpoint != nil {
 		c.keeper.Checkpointed(task, epoch, t.Checkpoint.Seq, t.Checkpoint.Step)
+		out.CheckpointData = jsonData(t.Checkpoint.Data)
 	}
-	reply.JSON(ctx, t)
+	reply.JSON(ctx, out)
+}
+
+// jsonData is checkpoint data as the JSON value it was stored as, or nil
+// when it is none (empty, or bytes that are not JSON).
+func jsonData(b []byte) json.RawMessage {
+	if len(b) > 0 && json.Valid(b) {
+		return b
+	}
+	return nil
 }
 
 func (c *API) wait(ctx *fasthttp.RequestCtx) {

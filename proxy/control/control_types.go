@@ -88,3 +88,43 @@ type ReleaseRequest struct {
 type LeaseReply struct {
 	Leases []leases.View `json:"leases"`
 }
+
+// CheckpointReply answers POST /v1/checkpoint: the task with its new
+// checkpoint (the fields of lease.Task, as before) and, like GrantReply,
+// the checkpoint's data as the JSON value it was given as, so one value
+// has one shape in every reply of the control API (task.checkpoint.data
+// keeps the cluster API's base64 of the same bytes).
+type CheckpointReply struct {
+	Task           *lease.Task
+	CheckpointData json.RawMessage
+}
+
+// MarshalJSON writes the task's own fields (lease.Task has its own
+// encoding) with checkpointData beside them.
+func (r CheckpointReply) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Task)
+	if err != nil || len(r.CheckpointData) == 0 || len(b) < 2 || b[len(b)-1] != '}' {
+		return b, err
+	}
+	out := append(b[:len(b)-1:len(b)-1], `,"checkpointData":`...)
+	if len(b) == 2 { // {}
+		out = append(b[:1:1], `"checkpointData":`...)
+	}
+	return append(append(out, r.CheckpointData...), '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *CheckpointReply) UnmarshalJSON(b []byte) error {
+	var extra struct {
+		CheckpointData json.RawMessage `json:"checkpointData"`
+	}
+	r.Task = new(lease.Task)
+	if err := json.Unmarshal(b, r.Task); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &extra); err != nil {
+		return err
+	}
+	r.CheckpointData = extra.CheckpointData
+	return nil
+}

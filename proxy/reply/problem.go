@@ -2,6 +2,7 @@ package reply
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -60,6 +61,7 @@ type Reply struct {
 	Tasks   []string // the held tasks, when the refusal asks the caller to choose
 	Blocked bool     // for want of a lease (else rejected as bad input)
 	Why     string   // when blocked: the lease's reason, a metric label
+	Task    string   // when blocked: the task the request was for, for the log
 }
 
 // problem is the document a refusal is answered with: the RFC 9457
@@ -113,14 +115,7 @@ func Quote(s string) string {
 	if len(s) > 100 {
 		s = s[:100] + "..."
 	}
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 0x20 && c < 0x7f && c != '"' {
-			b = append(b, c)
-		} else {
-			b = append(b, '?')
-		}
-	}
-	return string(append(b, '"'))
+	// ASCII with Go escapes: a quote inside stays readable (\") and no
+	// control byte reaches a status line or a log.
+	return strconv.QuoteToASCII(s)
 }

@@ -32,7 +32,10 @@ type Pipeline struct {
 	// ownPorts are the sidecar's bound ports (proxy, control, metrics),
 	// which RefuseSelfTarget refuses. SetOwnPorts sets them before the
 	// sidecar serves, and they never change after.
-	ownPorts []string
+	ownPorts []uint16
+	// forbidden are the cluster's and the configured refused targets in
+	// canonical form (reach.go), built once by New.
+	forbidden []forbidden
 }
 
 // exchange is one proxied request and its response. It owns the upstream
@@ -75,8 +78,11 @@ func (p *Pipeline) Refuse(ctx *fasthttp.RequestCtx, e *reply.Reply) {
 	if e.Blocked {
 		p.metrics.requests.WithLabelValues(DecisionBlocked).Inc()
 		p.metrics.writesBlocked.WithLabelValues(string(e.Why)).Inc()
+		// Task, host and path say which call of which task was stopped;
+		// the query and the body may carry secrets and are never logged.
 		if ce := p.log.Check(zap.InfoLevel, "request blocked"); ce != nil {
-			ce.Write(zap.String("reason", string(e.Why)), zap.ByteString("method", ctx.Method()), zap.Uint64("epoch", e.Epoch))
+			ce.Write(zap.String("reason", string(e.Why)), zap.String("task", e.Task), zap.Uint64("epoch", e.Epoch),
+				zap.ByteString("method", ctx.Method()), zap.ByteString("host", ctx.URI().Host()), zap.ByteString("path", ctx.Path()))
 		}
 	} else {
 		p.metrics.requests.WithLabelValues(DecisionRejected).Inc()
@@ -95,7 +101,7 @@ func (p *Pipeline) Blocked(why leases.Reason, l leases.Ref, task string, write b
 	if name == "" {
 		name = task
 	}
-	e := &reply.Reply{Status: fasthttp.StatusConflict, Code: code, Title: title, Epoch: l.Epoch, Blocked: true, Why: string(why)}
+	e := &reply.Reply{Status: fasthttp.StatusConflict, Code: code, Title: title, Epoch: l.Epoch, Blocked: true, Why: string(why), Task: name}
 	switch {
 	case why == leases.ReasonAmbig:
 		e.Tasks = p.keeper.TaskIDs()

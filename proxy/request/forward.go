@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/reply"
 	"github.com/valyala/fasthttp"
@@ -50,6 +51,9 @@ func (x *exchange) forward() {
 	latency.Observe(time.Since(start).Seconds())
 	p.metrics.forwarded.Inc()
 	status := resp.StatusCode()
+	if x.write {
+		x.logForwarded(status)
+	}
 	size := resp.Header.ContentLength()
 	bs := resp.BodyStream()
 	noBody := ctx.IsHead() || status < 200 || status == 204 || status == 304
@@ -78,6 +82,18 @@ func (x *exchange) forward() {
 		ctx.SetBodyStream(r, size)
 	default:
 		ctx.SetBody(resp.Body())
+	}
+}
+
+// logForwarded writes one line per forwarded write: which task, under
+// which epoch and key, to which host and path, and what came back. Reads
+// are not logged (they are many, and change nothing); the query and the
+// body may carry secrets and are never logged.
+func (x *exchange) logForwarded(status int) {
+	if ce := x.p.log.Check(zap.InfoLevel, "write forwarded"); ce != nil {
+		ce.Write(zap.String("task", x.lease.TaskID), zap.Uint64("epoch", x.lease.Epoch),
+			zap.ByteString("method", x.ctx.Method()), zap.String("host", x.tgt.hostPort), zap.String("path", x.tgt.normPath),
+			zap.ByteString("key", x.req.Header.Peek(fence.HeaderIdempotencyKey)), zap.Int("status", status))
 	}
 }
 

@@ -102,6 +102,7 @@ func (x *exchange) forwardJournaled() {
 	}
 	p.metrics.upstreamWrite.Observe(time.Since(start).Seconds())
 	p.metrics.forwarded.Inc()
+	x.logForwarded(resp.StatusCode())
 	out := api.OutcomeRequest{Epoch: x.lease.Epoch, Status: resp.StatusCode(), Header: map[string][]string{}}
 	for k, v := range resp.Header.All() {
 		if !isHopByHop(k) && !strings.EqualFold(string(k), "Content-Length") {

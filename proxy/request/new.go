@@ -9,13 +9,17 @@ func New(s Settings, l Leases) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
+	forbid, err := buildForbidden(s.Endpoints, s.RefuseTargets)
+	if err != nil {
+		return nil, err
+	}
 	m, err := newMetrics(s.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	p := &Pipeline{
 		cfg: &s, keeper: l, up: up, rules: normalizeRules(append(append([]WriteRule(nil), s.WriteRules...), presetRules(s.WritePresets)...)),
-		metrics: m, log: s.Logger.Named("sidecar"),
+		metrics: m, log: s.Logger.Named("sidecar"), forbidden: forbid,
 	}
 	if len(s.JournalRules) > 0 {
 		p.journal = s.Journal
@@ -32,7 +36,9 @@ func New(s Settings, l Leases) (*Pipeline, error) {
 func (p *Pipeline) SetOwnPorts(lns []net.Listener) {
 	for _, ln := range lns {
 		if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
-			p.ownPorts = append(p.ownPorts, port)
+			if n, ok := canonicalPort(port); ok {
+				p.ownPorts = append(p.ownPorts, n)
+			}
 		}
 	}
 }

@@ -1,8 +1,9 @@
 package request
 
 import (
+	"fmt"
 	"net"
-	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -10,31 +11,73 @@ import (
 	"github.com/fencepost/fencepost/proxy/reply"
 )
 
-// RefuseSelfTarget refuses to proxy to the cluster's API endpoints
-// (Settings.Endpoints) and to the sidecar's own listeners (proxy, control,
-// metrics: ownPorts): through either a worker could act on other workers' tasks or
-// on its own lease (give it away, fake checkpoints) with the sidecar's
-// standing. host is lower-case, port numeric.
+// forbidden is one destination the sidecar never proxies to: a cluster
+// member's API or raft port, or a configured one. anyPort refuses every
+// port of a cluster host that is not this machine (a worker has no
+// business with a member's machine, whose raft port the sidecar may not
+// know).
+type forbidden struct {
+	host    canonHost
+	port    uint16
+	anyPort bool
+	what    string
+}
+
+// buildForbidden canonicalizes the cluster's endpoints and the configured
+// refuse_targets once, at New.
+func buildForbidden(endpoints, refuse []string) ([]forbidden, error) {
+	var out []forbidden
+	for _, ep := range endpoints {
+		h, p, ok := endpointHostPort(ep)
+		port, pok := canonicalPort(p)
+		if !ok || !pok {
+			continue // the cluster client refuses it with a better message
+		}
+		c := canonicalHost(h)
+		out = append(out, forbidden{host: c, port: port, anyPort: !c.local(), what: "the lease cluster (" + net.JoinHostPort(h, p) + ")"})
+	}
+	for i, t := range refuse {
+		h, p, err := net.SplitHostPort(t)
+		port, pok := canonicalPort(p)
+		if err != nil || h == "" || !pok || port == 0 {
+			return nil, fmt.Errorf("%w: refuse_targets[%d]: must be host:port with a non-zero port (got %q)", ErrInvalidConfig, i, t)
+		}
+		out = append(out, forbidden{host: canonicalHost(h), port: port, what: "a refused target (" + t + ")"})
+	}
+	return out, nil
+}
+
+// RefuseSelfTarget refuses to proxy to the lease cluster (its API
+// endpoints, every port of a member host that is not this machine, and
+// Settings.RefuseTargets such as the members' raft addresses) and to the
+// sidecar's own listeners (proxy, control, metrics, on any name of this
+// machine): through any of them a worker could act on other workers'
+// tasks or on its own lease (give it away, fake checkpoints) with the
+// sidecar's standing.
 //
-// It compares what the request names, without DNS: a cluster endpoint by
-// its configured name or address, the sidecar's ports on any loopback or
-// unspecified address and "localhost". A name that merely resolves to one
-// of them gets no further: the cluster's API demands a client certificate
-// the sidecar never attaches to proxied requests, and the control API
+// Both sides are compared in canonical form (canonicalHost,
+// canonicalPort), never as text, so "localhost.", "127.1", "0x7f.1",
+// "[::ffff:127.0.0.1]" and port "08400" are the addresses they stand for.
+// A name that merely resolves to one of them gets no further: the
+// cluster's API demands a client certificate the sidecar never attaches
+// to proxied requests, raft demands a member's, and the control API
 // refuses a Host that is not loopback (controlGuard).
 func (p *Pipeline) RefuseSelfTarget(host, port string) *reply.Reply {
-	for _, ep := range p.cfg.Endpoints {
-		eh, ep, ok := endpointHostPort(ep)
-		if ok && ep == port && (strings.EqualFold(eh, host) || sameIP(eh, host) || isLocalName(eh) && isLocalName(host)) {
-			return selfTargetReply("the lease cluster's API (" + net.JoinHostPort(eh, ep) + ")")
+	h := canonicalHost(host)
+	n, ok := canonicalPort(port)
+	if !ok {
+		return nil // not a port: the target parser refuses it
+	}
+	for _, f := range p.forbidden {
+		if (f.anyPort || f.port == n) && f.host.same(h) {
+			return selfTargetReply(f.what)
 		}
 	}
-	if !isLocalName(host) {
-		return nil
-	}
-	for _, lp := range p.ownPorts {
-		if lp == port {
-			return selfTargetReply("the sidecar's own port " + port)
+	if h.local() {
+		for _, own := range p.ownPorts {
+			if own == n {
+				return selfTargetReply("the sidecar's own port " + strconv.Itoa(int(n)))
+			}
 		}
 	}
 	return nil
@@ -64,28 +107,6 @@ func endpointHostPort(ep string) (host, port string, ok bool) {
 		h, p = ep, def
 	}
 	return strings.ToLower(h), p, true
-}
-
-// isLocalName reports whether host names this machine: localhost, a
-// loopback address or the unspecified address.
-func isLocalName(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	if err != nil {
-		return false
-	}
-	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsUnspecified()
-}
-
-// sameIP reports whether a and b are the same IP address written
-// differently (::ffff:10.0.0.1 and 10.0.0.1).
-func sameIP(a, b string) bool {
-	x, err1 := netip.ParseAddr(strings.Trim(a, "[]"))
-	y, err2 := netip.ParseAddr(strings.Trim(b, "[]"))
-	return err1 == nil && err2 == nil && x.Unmap() == y.Unmap()
 }
 
 // splitHostPortOrEmpty splits a target's host:port (always well formed

@@ -58,8 +58,11 @@ type TLSOrigin struct {
 // Settings is what the request path needs of the sidecar's configuration,
 // defaults already applied (package proxy owns the defaults and checks).
 type Settings struct {
-	WorkerID          string   // stamped as the holder
-	Endpoints         []string // the cluster's API, never a proxy target
+	WorkerID  string   // stamped as the holder
+	Endpoints []string // the cluster's API, never a proxy target
+	// RefuseTargets are more host:port destinations never proxied to,
+	// such as the members' raft addresses (reach.go).
+	RefuseTargets     []string
 	ReadsWithoutLease ReadPolicy
 	WriteRules        []WriteRule // tried in order, before the presets' rules
 	WritePresets      []string    // names in Presets

@@ -2,7 +2,9 @@ package request
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -46,6 +48,26 @@ func (x *exchange) explainTakeover(body []byte) bool {
 	}
 	reply.Problem(x.ctx, fasthttp.StatusUnprocessableEntity, reply.CodeWriteAlreadyPerformed, titleAlreadyPerformed,
 		fmt.Sprintf("%s (key %s; the downstream answered: %s)", alreadyPerformed(x),
-			x.req.Header.Peek(fence.HeaderIdempotencyKey), reply.Quote(string(body))), x.lease.Epoch)
+			x.req.Header.Peek(fence.HeaderIdempotencyKey), downstreamSaid(x.resp.StatusCode(), body)), x.lease.Epoch)
 	return true
+}
+
+// downstreamSaid summarizes a downstream's problem+json in words ("422
+// payload-mismatch: <title>") rather than quoting its JSON, whose every
+// quote a bounded quote would have to escape; a body that is not a
+// problem is quoted as it is.
+func downstreamSaid(status int, body []byte) string {
+	var p struct{ Type, Title, Detail string }
+	if json.Unmarshal(body, &p) != nil || p.Type == "" && p.Title == "" {
+		return reply.Quote(string(body))
+	}
+	code := p.Type
+	if i := bytes.LastIndexByte([]byte(code), '/'); i >= 0 {
+		code = code[i+1:]
+	}
+	text := p.Title
+	if p.Detail != "" {
+		text += ": " + p.Detail
+	}
+	return strconv.Itoa(status) + " " + code + " " + reply.Quote(text)
 }
