@@ -27,6 +27,8 @@ type Capture struct {
 	// ExcludeCIDRs lists destinations never captured; the cluster's
 	// endpoints and loopback are always excluded.
 	ExcludeCIDRs []string `yaml:"exclude_cidrs" doc:"fencepost capture: destination CIDRs or IPs never redirected (comma-separated; cluster endpoints and loopback always are)"`
+	// BlockUDPPorts lists UDP ports refused to captured uids (QUIC).
+	BlockUDPPorts []string `yaml:"block_udp_ports" doc:"fencepost capture: UDP destination ports refused to captured uids, so QUIC falls back to captured TCP (comma-separated; empty: UDP untouched)"`
 	// SidecarUID is the uid the sidecar runs as: never captured.
 	SidecarUID int `yaml:"sidecar_uid" doc:"fencepost capture: uid the sidecar runs as; its own connections are never redirected"`
 	// WorkerUID, when set, limits capture to that uid.
@@ -38,7 +40,8 @@ type Capture struct {
 // defaultCapture returns the capture defaults, taken from the packages
 // that own them.
 func defaultCapture() Capture {
-	return Capture{OtherTCP: string(proxy.DefaultOtherTCP), SidecarUID: capture.DefaultSidecarUID, Backend: string(capture.Auto)}
+	return Capture{OtherTCP: string(proxy.DefaultOtherTCP), SidecarUID: capture.DefaultSidecarUID, Backend: string(capture.Auto),
+		BlockUDPPorts: []string{strconv.Itoa(capture.DefaultBlockUDPPort)}}
 }
 
 // validate checks the section; the capture command also requires listen
@@ -68,6 +71,7 @@ func (c Capture) validate(p *problems, needListen bool) {
 		}
 	}
 	parseCIDRs(p, "capture.exclude_cidrs", c.ExcludeCIDRs)
+	parsePorts(p, "capture.block_udp_ports", c.BlockUDPPorts)
 	if c.SidecarUID < 0 {
 		p.invalid("capture.sidecar_uid", "must be >= 0 (got %d)", c.SidecarUID)
 	}
@@ -87,10 +91,11 @@ func (c Capture) Plan() capture.Plan {
 	var p problems
 	ports, _ := parsePorts(&p, "", c.Ports)
 	excl, _ := parsePorts(&p, "", c.ExcludePorts)
+	udp, _ := parsePorts(&p, "", c.BlockUDPPorts)
 	_, port, _ := net.SplitHostPort(c.Listen)
 	lp, _ := strconv.Atoi(port)
 	return capture.Plan{ListenPort: lp, SidecarUID: c.SidecarUID, WorkerUID: c.WorkerUID,
-		Ports: ports, ExcludePorts: excl, ExcludeCIDRs: parseCIDRs(&p, "", c.ExcludeCIDRs)}
+		Ports: ports, ExcludePorts: excl, ExcludeCIDRs: parseCIDRs(&p, "", c.ExcludeCIDRs), BlockUDPPorts: udp}
 }
 
 func parsePorts(p *problems, key string, list []string) ([]int, bool) {

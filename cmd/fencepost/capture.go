@@ -30,7 +30,9 @@ backend the host uses (nf_tables or legacy, detected; capture.backend
 forces one). Every rule carries the comment tag fencepost-capture. Never
 redirected: the sidecar's uid (capture.sidecar_uid), loopback, the cluster's
 endpoints, capture.exclude_cidrs and capture.exclude_ports. Redirected: all
-TCP, or capture.ports. With capture.worker_uid only that uid is captured.
+TCP, or capture.ports. UDP cannot be redirected: UDP to capture.block_udp_ports
+(default 443, QUIC) is refused instead (filter table, same chain name), so
+clients fall back to TCP. With capture.worker_uid only that uid is captured.
 Installing twice leaves one set of rules; with the sidecar down a captured
 connection is refused (RST), never passed through.
 
@@ -93,8 +95,12 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, f := range families {
 		n += len(tables.Installed(plan, f))
 	}
-	fmt.Fprintf(stdout, "capture rules installed: %d rules (%s, %s), TCP redirected to port %d, uid %d excluded\n",
-		n, tables.Backend, familyList(families), plan.ListenPort, plan.WithDefaults().SidecarUID)
+	udp := "UDP untouched"
+	if len(plan.BlockUDPPorts) > 0 {
+		udp = fmt.Sprintf("UDP to %v refused", plan.BlockUDPPorts)
+	}
+	fmt.Fprintf(stdout, "capture rules installed: %d rules (%s, %s), TCP redirected to port %d, %s, uid %d excluded\n",
+		n, tables.Backend, familyList(families), plan.ListenPort, udp, plan.WithDefaults().SidecarUID)
 	return exitOK
 }
 

@@ -134,65 +134,78 @@ func (t Tables) Install(p Plan, families []Family) error {
 }
 
 func (t Tables) install(p Plan, f Family) error {
-	if _, err := t.run(f, "-t", "nat", "-N", p.Chain); err != nil {
-		return err
-	}
-	for _, r := range p.Rules(f) {
-		if _, err := t.run(f, append([]string{"-t", "nat"}, r...)...); err != nil {
+	for _, tr := range []struct {
+		table string
+		rules [][]string
+	}{{tableNAT, p.Rules(f)}, {tableFilter, p.UDPRules(f)}} {
+		if len(tr.rules) == 0 {
+			continue
+		}
+		if _, err := t.run(f, "-t", tr.table, "-N", p.Chain); err != nil {
 			return err
+		}
+		for _, r := range tr.rules {
+			if _, err := t.run(f, append([]string{"-t", tr.table}, r...)...); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
 // Remove deletes every rule carrying p's tag from OUTPUT and the chain
-// itself, for each family. Nothing installed is not an error.
+// itself, in both tables, for each family. Nothing installed is not an
+// error.
 func (t Tables) Remove(p Plan, families []Family) error {
 	p = p.WithDefaults()
 	var errs []error
 	for _, f := range families {
-		for _, args := range t.tagged(p, f, "OUTPUT") {
-			args[0] = "-D"
-			if _, err := t.run(f, append([]string{"-t", "nat"}, args...)...); err != nil {
+		for _, table := range []string{tableNAT, tableFilter} {
+			for _, args := range t.tagged(p, f, table, "OUTPUT") {
+				args[0] = "-D"
+				if _, err := t.run(f, append([]string{"-t", table}, args...)...); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if !t.chainExists(p, f, table) {
+				continue
+			}
+			if _, err := t.run(f, "-t", table, "-F", p.Chain); err != nil {
 				errs = append(errs, err)
 			}
-		}
-		if !t.chainExists(p, f) {
-			continue
-		}
-		if _, err := t.run(f, "-t", "nat", "-F", p.Chain); err != nil {
-			errs = append(errs, err)
-		}
-		if _, err := t.run(f, "-t", "nat", "-X", p.Chain); err != nil {
-			errs = append(errs, err)
+			if _, err := t.run(f, "-t", table, "-X", p.Chain); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // Installed returns, for family f, the tagged rules now in OUTPUT and in
-// the chain, as iptables -S prints them.
+// the chain of both tables, as iptables -S prints them.
 func (t Tables) Installed(p Plan, f Family) []string {
 	p = p.WithDefaults()
 	var out []string
-	for _, chain := range []string{"OUTPUT", p.Chain} {
-		for _, args := range t.tagged(p, f, chain) {
-			out = append(out, strings.Join(args, " "))
+	for _, table := range []string{tableNAT, tableFilter} {
+		for _, chain := range []string{"OUTPUT", p.Chain} {
+			for _, args := range t.tagged(p, f, table, chain) {
+				out = append(out, strings.Join(args, " "))
+			}
 		}
 	}
 	return out
 }
 
-func (t Tables) chainExists(p Plan, f Family) bool {
-	_, err := t.run(f, "-t", "nat", "-S", p.Chain)
+func (t Tables) chainExists(p Plan, f Family, table string) bool {
+	_, err := t.run(f, "-t", table, "-S", p.Chain)
 	return err == nil
 }
 
 // tagged lists chain's rules carrying p's tag, split into arguments. The
 // tag's comments hold no spaces (Validate), so splitting on spaces and
 // dropping quotes gives back the arguments iptables was given.
-func (t Tables) tagged(p Plan, f Family, chain string) [][]string {
-	out, err := t.run(f, "-t", "nat", "-S", chain)
+func (t Tables) tagged(p Plan, f Family, table, chain string) [][]string {
+	out, err := t.run(f, "-t", table, "-S", chain)
 	if err != nil {
 		return nil
 	}

@@ -2,11 +2,13 @@ package capture_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,13 +61,47 @@ func TestInstallProbeRemove(t *testing.T) {
 					lns[1] = ln
 				}))
 			}
-			plan := capture.Plan{ListenPort: port, SidecarUID: 4242, Tag: fmt.Sprintf("fpcap-test-%d", port), Chain: "FPCAP_TEST"}
+			var udp net.PacketConn
+			require.NoError(t, ns.Do(func() {
+				var err error
+				udp, err = net.ListenPacket("udp", netns.UpstreamIPv4+":0")
+				require.NoError(t, err)
+			}))
+			defer udp.Close()
+			udpPort := udp.LocalAddr().(*net.UDPAddr).Port
+			plan := capture.Plan{ListenPort: port, SidecarUID: 4242, Tag: fmt.Sprintf("fpcap-test-%d", port), Chain: "FPCAP_TEST",
+				BlockUDPPorts: []int{udpPort}}
 			t.Cleanup(func() { _ = tables.Remove(plan, families) })
 			require.NoError(t, tables.Install(plan, families))
 			require.NoError(t, tables.Install(plan, families), "install is idempotent")
 			for _, f := range families {
-				require.Len(t, tables.Installed(plan, f), len(plan.Rules(f)), "one set of rules after two installs (%s)", f)
+				require.Len(t, tables.Installed(plan, f), len(plan.Rules(f))+len(plan.UDPRules(f)), "one set of rules after two installs (%s)", f)
 			}
+			// UDP to a blocked port is refused for a captured uid (QUIC
+			// falls back to TCP), and passes for the sidecar's.
+			udpTo := func(uid int) error {
+				c, err := capture.DialAs(context.Background(), ns.Name, uid, "udp", udp.LocalAddr().String(), time.Second)
+				require.NoError(t, err)
+				defer c.Close()
+				require.NoError(t, c.SetDeadline(time.Now().Add(500*time.Millisecond)))
+				if _, err := c.Write([]byte("quic?")); err != nil {
+					return err
+				}
+				_, err = c.Read(make([]byte, 16)) // delivered: nobody answers (timeout)
+				return err
+			}
+			// The send fails at once: netfilter drops a local packet
+			// before it leaves and the socket reports EPERM.
+			err = udpTo(0)
+			require.True(t, errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ECONNREFUSED),
+				"UDP to a blocked port is refused for a captured uid (got %v)", err)
+			err = udpTo(plan.SidecarUID)
+			var ne net.Error
+			require.True(t, errors.As(err, &ne) && ne.Timeout(), "the sidecar's UDP passes (got %v)", err)
+			require.NoError(t, udp.SetReadDeadline(time.Now().Add(2*time.Second)))
+			n, _, err := udp.ReadFrom(make([]byte, 16))
+			require.NoError(t, err)
+			require.Equal(t, 5, n, "the sidecar's datagram arrived")
 			probes := map[capture.Family]netip.AddrPort{capture.IPv4: capture.ProbeIPv4, capture.IPv6: capture.ProbeIPv6}
 			ctx := context.Background()
 			for i, f := range families {
@@ -102,6 +138,8 @@ func TestInstallProbeRemove(t *testing.T) {
 			}
 			require.NoError(t, tables.Remove(plan, families))
 			require.NoError(t, tables.Remove(plan, families), "remove is idempotent")
+			err = udpTo(0)
+			require.True(t, errors.As(err, &ne) && ne.Timeout(), "after Remove UDP passes (got %v)", err)
 			for _, f := range families {
 				require.Empty(t, tables.Installed(plan, f))
 				r := tables.Probe(ctx, probes[f], 0, 300*time.Millisecond)

@@ -19,6 +19,9 @@ const (
 	// DefaultSidecarUID is the uid the sidecar runs as and whose traffic is
 	// never captured (the image's user; Istio uses 1337 the same way).
 	DefaultSidecarUID = 1337
+	// DefaultBlockUDPPort is the UDP port blocked by default: QUIC
+	// (HTTP/3), which would otherwise leave the pod unfenced.
+	DefaultBlockUDPPort = 443
 )
 
 // Family is an address family: the rules exist once per family.
@@ -52,6 +55,12 @@ type Plan struct {
 	// ExcludeCIDRs are destinations never captured: the cluster's
 	// endpoints and any configured networks. Each applies to its family.
 	ExcludeCIDRs []netip.Prefix
+	// BlockUDPPorts lists UDP destination ports refused (ICMP port
+	// unreachable) for the captured uids: UDP cannot be redirected to the
+	// sidecar, so QUIC (UDP 443) is closed instead and clients fall back to
+	// TCP, which is captured. The same exclusions apply (sidecar uid,
+	// loopback, ExcludeCIDRs). Empty: UDP is left alone.
+	BlockUDPPorts []int
 	// Chain names the dedicated chain. Default DefaultChain.
 	Chain string
 	// Tag starts every rule's comment. Default DefaultTag.
@@ -87,7 +96,7 @@ func (p Plan) Validate() error {
 	if p.WorkerUID != 0 && p.WorkerUID == p.SidecarUID {
 		bad("worker uid %d is the sidecar's uid: its traffic would be both captured and excluded", p.WorkerUID)
 	}
-	for _, list := range [][]int{p.Ports, p.ExcludePorts} {
+	for _, list := range [][]int{p.Ports, p.ExcludePorts, p.BlockUDPPorts} {
 		for _, port := range list {
 			if port < 1 || port > 65535 {
 				bad("ports must be 1-65535 (got %d)", port)
@@ -108,15 +117,63 @@ func (p Plan) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The tables the rules live in: nat for the TCP redirect, filter for the
+// UDP block.
+const (
+	tableNAT    = "nat"
+	tableFilter = "filter"
+)
+
 // Rules returns, for family f, the rules Install adds: each an iptables
 // argument list for the nat table, in order (the chain's rules, then the
 // jump from OUTPUT).
 func (p Plan) Rules(f Family) [][]string {
 	p = p.WithDefaults()
 	var out [][]string
-	add := func(what string, args ...string) {
-		out = append(out, append(args, "-m", "comment", "--comment", p.Tag+":"+what))
+	add := p.adder(&out)
+	chain := []string{"-A", p.Chain}
+	p.exclusions(f, add)
+	for _, group := range chunks(p.ExcludePorts) {
+		add("exclude-ports", append(chain, "-p", "tcp", "-m", "multiport", "--dports", group, "-j", "RETURN")...)
 	}
+	redirect := []string{"-j", "REDIRECT", "--to-ports", strconv.Itoa(p.ListenPort)}
+	if len(p.Ports) == 0 {
+		add("redirect", append(append(chain, "-p", "tcp"), redirect...)...)
+	}
+	for _, group := range chunks(p.Ports) {
+		add("redirect", append(append(chain, "-p", "tcp", "-m", "multiport", "--dports", group), redirect...)...)
+	}
+	add("jump", p.jump("tcp")...)
+	return out
+}
+
+// UDPRules returns, for family f, the filter-table rules Install adds for
+// BlockUDPPorts (none when it is empty), in order.
+func (p Plan) UDPRules(f Family) [][]string {
+	p = p.WithDefaults()
+	if len(p.BlockUDPPorts) == 0 {
+		return nil
+	}
+	var out [][]string
+	add := p.adder(&out)
+	p.exclusions(f, add)
+	for _, group := range chunks(p.BlockUDPPorts) {
+		add("block-udp", "-A", p.Chain, "-p", "udp", "-m", "multiport", "--dports", group, "-j", "REJECT")
+	}
+	add("jump-udp", p.jump("udp")...)
+	return out
+}
+
+// adder appends one tagged rule to out.
+func (p Plan) adder(out *[][]string) func(what string, args ...string) {
+	return func(what string, args ...string) {
+		*out = append(*out, append(args, "-m", "comment", "--comment", p.Tag+":"+what))
+	}
+}
+
+// exclusions adds the RETURN rules both tables start with: the sidecar's
+// uid, loopback and the excluded CIDRs of family f.
+func (p Plan) exclusions(f Family, add func(what string, args ...string)) {
 	chain := []string{"-A", p.Chain}
 	add("sidecar-uid", append(chain, "-m", "owner", "--uid-owner", strconv.Itoa(p.SidecarUID), "-j", "RETURN")...)
 	loop := "127.0.0.0/8"
@@ -130,22 +187,16 @@ func (p Plan) Rules(f Family) [][]string {
 		}
 		add("exclude-cidr", append(chain, "-d", c.Masked().String(), "-j", "RETURN")...)
 	}
-	for _, group := range chunks(p.ExcludePorts) {
-		add("exclude-ports", append(chain, "-p", "tcp", "-m", "multiport", "--dports", group, "-j", "RETURN")...)
-	}
-	redirect := []string{"-j", "REDIRECT", "--to-ports", strconv.Itoa(p.ListenPort)}
-	if len(p.Ports) == 0 {
-		add("redirect", append(append(chain, "-p", "tcp"), redirect...)...)
-	}
-	for _, group := range chunks(p.Ports) {
-		add("redirect", append(append(chain, "-p", "tcp", "-m", "multiport", "--dports", group), redirect...)...)
-	}
-	jump := []string{"-A", "OUTPUT", "-p", "tcp"}
+}
+
+// jump is the OUTPUT rule sending proto to the chain (one uid's only when
+// WorkerUID is set).
+func (p Plan) jump(proto string) []string {
+	jump := []string{"-A", "OUTPUT", "-p", proto}
 	if p.WorkerUID > 0 {
 		jump = append(jump, "-m", "owner", "--uid-owner", strconv.Itoa(p.WorkerUID))
 	}
-	add("jump", append(jump, "-j", p.Chain)...)
-	return out
+	return append(jump, "-j", p.Chain)
 }
 
 // chunks joins ports into comma lists of at most 15, multiport's limit.

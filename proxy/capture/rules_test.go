@@ -32,6 +32,23 @@ func TestRulesOrderAndTags(t *testing.T) {
 	require.NotContains(t, v6, "10.1.2.3", "an IPv4 exclusion is not given to ip6tables")
 }
 
+func TestUDPRules(t *testing.T) {
+	require.Empty(t, Plan{ListenPort: 7483}.UDPRules(IPv4), "no UDP ports: UDP left alone")
+	p := Plan{ListenPort: 7483, BlockUDPPorts: []int{443}, WorkerUID: 2000,
+		ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}
+	lines := flat(p.UDPRules(IPv4))
+	require.Len(t, lines, 5)
+	require.Contains(t, lines[0], "--uid-owner 1337 -j RETURN")
+	require.Contains(t, lines[1], "-d 127.0.0.0/8 -j RETURN")
+	require.Contains(t, lines[2], "-d 10.9.0.0/16 -j RETURN")
+	require.Contains(t, lines[3], "-A FENCEPOST_CAPTURE -p udp -m multiport --dports 443 -j REJECT")
+	require.Contains(t, lines[4], "-A OUTPUT -p udp -m owner --uid-owner 2000 -j FENCEPOST_CAPTURE")
+	for _, l := range lines {
+		require.Contains(t, l, "--comment "+DefaultTag+":")
+	}
+	require.ErrorContains(t, Plan{ListenPort: 7483, BlockUDPPorts: []int{0}}.WithDefaults().Validate(), "1-65535")
+}
+
 func TestRulesPortListAndWorkerUID(t *testing.T) {
 	ports := make([]int, 17)
 	for i := range ports {

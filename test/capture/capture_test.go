@@ -135,6 +135,7 @@ func inside(t *testing.T) {
 	}
 	rc := dial(t, raw)
 	requirePong(t, rc) // other_tcp: block_without_lease, with a lease: passes
+	require.ErrorIs(t, quic(t), syscall.EPERM, "UDP 443 (QUIC) is refused, so clients fall back to captured TCP")
 
 	// The sidecar's own connections (upstream dials, heartbeats) passed
 	// its uid's RETURN rule instead of looping back into it.
@@ -177,9 +178,19 @@ func inside(t *testing.T) {
 	if out, err := exec.Command("ip6tables-save", "-t", "nat").CombinedOutput(); err == nil {
 		require.NotContains(t, string(out), "fencepost-capture")
 	}
+	require.NoError(t, quic(t), "after --remove UDP 443 leaves again")
 	status, _ := workers[0].post(t, plain.url()+"/direct")
 	require.Equal(t, 200, status)
 	require.Empty(t, plain.last().tokens, "without capture the write goes direct, unstamped")
+}
+
+// quic sends one datagram to UDP 443 of the upstream address.
+func quic(t *testing.T) error {
+	c, err := net.Dial("udp", net.JoinHostPort(netns.UpstreamIPv4, "443"))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("quic initial"))
+	return err
 }
 
 // worker is one client that ignores proxy settings.
