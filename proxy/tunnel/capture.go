@@ -198,32 +198,37 @@ func (tn *Tunnels) capturedRefused(target, kind, why string) {
 // enterCaptured checks a plain-HTTP request of a captured connection: an
 // origin-form target (what a client that believes it talks to the server
 // sends) and a Host header, which names the request's authority.
-func enterCaptured(ctx *fasthttp.RequestCtx) *reply.Reply {
+func (ti *tunnelInfo) enterCaptured(ctx *fasthttp.RequestCtx) *reply.Reply {
 	uri := ctx.Request.Header.RequestURI()
 	if len(uri) == 0 || uri[0] != '/' {
 		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad request target",
 			Detail: "a captured request must have an origin-form target (/path), got " + reply.Quote(string(uri))}
 	}
-	if _, _, err := request.SplitAuthority(string(ctx.Request.Header.Host())); err != nil {
+	host := ctx.Request.Header.Host()
+	if ti.lastHost != nil && bytes.Equal(host, ti.lastHost) {
+		return nil
+	}
+	h, p, err := request.SplitAuthority(string(host))
+	if err != nil {
 		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "missing or bad Host",
 			Detail: "a captured request must name its host in the Host header: " + err.Error()}
 	}
+	if p == "" {
+		p = ti.port
+	}
+	ti.lastHost, ti.lastAuth = append(ti.lastHost[:0], host...), net.JoinHostPort(strings.Trim(h, "[]"), p)
 	return nil
 }
 
 // entryOf is how a request of the connection enters the request path: a
 // tunnel's authority, or for plain HTTP captured, the request's Host with
-// the original destination's port when it names none.
+// the original destination's port when it names none (enterCaptured,
+// which runs first, made it).
 func (ti *tunnelInfo) entryOf(ctx *fasthttp.RequestCtx) request.Entry {
-	in := ti.entry()
 	if ti.captured && !ti.tls {
-		h, p, _ := request.SplitAuthority(string(ctx.Request.Header.Host())) // enterCaptured checked it
-		if p == "" {
-			p = ti.port
-		}
-		in.Authority = net.JoinHostPort(strings.Trim(h, "[]"), p)
+		return request.Entry{Authority: ti.lastAuth, Task: ti.task}
 	}
-	return in
+	return ti.entry()
 }
 
 // serverName returns the SNI of the ClientHello at the start of br, or ""

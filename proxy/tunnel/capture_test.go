@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 )
 
 // hello returns the first flight a TLS client sends for serverName.
@@ -51,4 +52,27 @@ func TestOtherTCPValid(t *testing.T) {
 	}
 	require.False(t, OtherTCP("").Valid())
 	require.False(t, OtherTCP("deny").Valid())
+}
+
+// TestCapturedAuthorityFollowsEachHost: a keep-alive captured connection
+// may name another host in its next request; each request gets its own
+// authority, the original port filling in a Host without one.
+func TestCapturedAuthorityFollowsEachHost(t *testing.T) {
+	ti := &tunnelInfo{host: "10.0.0.7", port: "8080", captured: true}
+	for _, tc := range []struct{ host, want string }{
+		{"api.example.com", "api.example.com:8080"},
+		{"api.example.com", "api.example.com:8080"},
+		{"other.example.com:9000", "other.example.com:9000"},
+		{"[fd00::1]", "[fd00::1]:8080"},
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("/w")
+		ctx.Request.Header.SetHost(tc.host)
+		require.Nil(t, ti.enterCaptured(&ctx), tc.host)
+		require.Equal(t, tc.want, ti.entryOf(&ctx).Authority, tc.host)
+	}
+	var bad fasthttp.RequestCtx
+	bad.Request.SetRequestURI("http://x.example/w")
+	bad.Request.Header.SetHost("x.example")
+	require.Equal(t, 400, ti.enterCaptured(&bad).Status, "absolute-form on a captured connection")
 }

@@ -44,6 +44,12 @@ type tunnelInfo struct {
 	// not a CONNECT. Plain HTTP on it names its host in each request's
 	// Host header (port defaulting to the original destination's).
 	captured bool
+	// lastHost and lastAuth cache the last captured request's Host header
+	// and the authority made of it: a keep-alive connection names the same
+	// host request after request. The inner server serves one connection's
+	// requests one at a time, so no lock is needed.
+	lastHost []byte
+	lastAuth string
 }
 
 // tunnelConn is a fenced tunnel's worker side, as the inner server serves it.
@@ -216,7 +222,7 @@ func (tn *Tunnels) enterTunnel(ctx *fasthttp.RequestCtx) *reply.Reply {
 		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "CONNECT inside a tunnel", Detail: "a tunnel carries requests to its CONNECT target only"}
 	}
 	if ti.captured && !ti.tls {
-		return enterCaptured(ctx)
+		return ti.enterCaptured(ctx)
 	}
 	uri := ctx.Request.Header.RequestURI()
 	if len(uri) == 0 || uri[0] != '/' {
