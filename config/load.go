@@ -82,6 +82,7 @@ func layers(role Role, cfg Config, src Source, p *problems) error {
 		}
 		decodeFile(data, path, cfg, p)
 	}
+	applyOTelEnv(cfg, src.Env, p)
 	applyEnv(role, cfg, src.Env, p)
 	if src.Flags != nil {
 		src.Flags.apply(role, cfg, p)
