@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netns gives tests a network namespace of their own: created
 // with ip netns add under a name unique to the test, given test addresses
 // outside 127.0.0.0/8 on its loopback interface (connections to them are
