@@ -105,6 +105,17 @@ tls:
   cert_file: ""
   key_file: ""
 
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console
@@ -196,6 +207,21 @@ intercept:
   upstream_ca_file: ""         # default: the system roots
   ca_validity: 168h
 
+# Transparent capture ("closing the bypass" in the README): fencepost capture
+# installs nat rules that redirect the worker's outbound TCP to listen, so a
+# client ignoring HTTP_PROXY is fenced too. The sidecar reads listen and
+# other_tcp; fencepost capture reads the rest (and listen's port).
+capture:
+  listen: ""                   # e.g. 127.0.0.1:7483 ([::1]:7483 is added); empty: off
+  other_tcp: block_without_lease # neither TLS nor HTTP: allow, block_without_lease or block
+  ports: []                    # destination ports captured; empty: all TCP
+  exclude_ports: []            # destination ports never captured, e.g. [22]
+  exclude_cidrs: []            # never captured, e.g. [10.96.0.0/12]; cluster endpoints and loopback always
+  block_udp_ports: ["443"]     # UDP refused to captured uids: QUIC falls back to (captured) TCP; [] leaves UDP alone
+  sidecar_uid: 1337            # the sidecar's uid: its own connections are never captured
+  worker_uid: 0                # >0: capture only this uid (a local worker); 0: every uid but sidecar_uid
+  backend: auto                # iptables backend: auto, nft or legacy
+
 limits:
   max_request_body: 10MiB
   max_response_body: 64MiB
@@ -209,6 +235,17 @@ timeouts:
 
 # Time in-flight requests get to finish on shutdown.
 drain_timeout: 30s
+
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
 
 # The worker's liveness, not only the sidecar's (README "When the worker
 # dies or hangs"). A worker is tied to its leases by 'fencepost run -- CMD'
@@ -267,6 +304,17 @@ tls:
   cert_file: ""
   key_file: ""
 
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console
@@ -291,6 +339,20 @@ ports:
   fenced: 7490                 # fenced service
   fenced_tls: 7491             # fenced service over HTTPS (intercepted by the sidecar)
   console: 7470                # operator console (web UI)
+
+# Print every span as a JSON line on stdout (tracing.exporter=console).
+trace_console: false
+
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
 
 log:
   level: info                  # debug, info, warn or error

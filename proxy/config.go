@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence"
@@ -113,6 +114,8 @@ type Config struct {
 	SignatureHosts []string
 	// Intercept configures TLS interception of CONNECT tunnels.
 	Intercept Intercept
+	// Capture configures the transparent listener (captureconfig.go).
+	Capture Capture
 	// WritePresets names built-in rule sets (see Presets) that classify
 	// model inference endpoints as reads; they apply after WriteRules.
 	WritePresets []string
@@ -154,6 +157,10 @@ type Config struct {
 
 	// Logger receives the sidecar's logs. Default zap.NewNop().
 	Logger *zap.Logger
+	// TracerProvider, when set, makes each proxied request a span and each
+	// lease event a short span (package proxy/proxytrace). Nil is tracing
+	// off, at no cost per request.
+	TracerProvider trace.TracerProvider
 	// Registerer receives the sidecar's metrics. Default a private
 	// registry. When it is also a prometheus.Gatherer, /metrics serves it.
 	Registerer prometheus.Registerer
@@ -232,6 +239,9 @@ func (c Config) WithDefaults() Config {
 		c.Intercept.BundleFile = filepath.Join(os.TempDir(), fmt.Sprintf("fencepost-ca-bundle-%d.pem", os.Getpid()))
 	}
 	setDur(&c.DrainTimeout, DefaultDrainTimeout)
+	if c.Capture.OtherTCP == "" {
+		c.Capture.OtherTCP = DefaultOtherTCP
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -330,6 +340,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.Intercept.validate(); err != nil {
+		return err
+	}
+	if err := c.Capture.validate(); err != nil {
 		return err
 	}
 	for i, p := range c.WritePresets {

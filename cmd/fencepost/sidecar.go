@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
@@ -29,6 +30,10 @@ control_addr.
 With --task the sidecar runs in one-task mode: it creates or acquires that
 task at start, /readyz waits for the lease, and on SIGTERM it drains, then
 gives the lease back so another worker can take over at once.
+
+With --capture-listen 127.0.0.1:7483 it also serves the transparent listener
+that fencepost capture's nat rules redirect the worker's outbound TCP to, so
+a client that ignores HTTP_PROXY is fenced too (README "Closing the bypass").
 
 Against a TLS cluster pass its CA and this sidecar's certificate
 (cluster_tls.*); a sidecar speaking plain HTTP to a TLS cluster, or TLS to
@@ -63,7 +68,12 @@ func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return reportError(stderr, "sidecar", err)
 	}
 	defer func() { _ = log.Sync() }()
-	sc, err := startSidecar(ctx, cfg, log, newRegistry())
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return reportError(stderr, "sidecar", startError(err))
+	}
+	defer stopTraces() // after the drain: the last requests' spans too
+	sc, err := startSidecar(ctx, cfg, log, newRegistry(), traces.Provider("sidecar"))
 	if err != nil {
 		return reportError(stderr, "sidecar", err)
 	}
@@ -77,8 +87,9 @@ func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // startSidecar builds and starts a sidecar from its configuration.
-func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) (*proxy.Sidecar, error) {
+func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry, tp trace.TracerProvider) (*proxy.Sidecar, error) {
 	pc := sidecarConfig(cfg, log, reg)
+	pc.TracerProvider = tp
 	// With cluster_tls the client is built here, over TLS: the sidecar
 	// verifies the cluster against the CA and presents its own certificate.
 	var cc proxy.Cluster
@@ -174,6 +185,7 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		IdleTimeout:       cfg.Timeouts.Idle.Std(),
 		DrainTimeout:      cfg.DrainTimeout.Std(),
 		WritePresets:      cfg.Writes.Presets,
+		Capture:           proxy.Capture{Listen: cfg.Capture.Listen, OtherTCP: proxy.OtherTCP(cfg.Capture.OtherTCP)},
 		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
 			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
 		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),
