@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
 // Intercept configures TLS interception: for a CONNECT to a listed host
@@ -155,6 +156,12 @@ type Config struct {
 	// while still heartbeating. Default 30s.
 	DrainTimeout time.Duration
 
+	// Worker ties the worker's lifetime to its leases (DESIGN.md 16):
+	// `fencepost run`'s child supervision and the health probe; package
+	// workertie owns its defaults. No probe runs unless Worker.Health
+	// names a URL or a command.
+	Worker workertie.Config
+
 	// Logger receives the sidecar's logs. Default zap.NewNop().
 	Logger *zap.Logger
 	// TracerProvider, when set, makes each proxied request a span and each
@@ -239,6 +246,7 @@ func (c Config) WithDefaults() Config {
 		c.Intercept.BundleFile = filepath.Join(os.TempDir(), fmt.Sprintf("fencepost-ca-bundle-%d.pem", os.Getpid()))
 	}
 	setDur(&c.DrainTimeout, DefaultDrainTimeout)
+	c.Worker = c.Worker.WithDefaults()
 	if c.Capture.OtherTCP == "" {
 		c.Capture.OtherTCP = DefaultOtherTCP
 	}
@@ -263,6 +271,9 @@ func (c Config) Validate() error {
 	}
 	if err := fence.ValidTask(c.WorkerID); err != nil {
 		return bad("workerId", "required, 1..%d bytes without control characters", fence.MaxTaskLen)
+	}
+	if err := c.Worker.Validate(); err != nil {
+		return fmt.Errorf("%w: worker: %w", ErrInvalidConfig, err)
 	}
 	if c.Task != "" {
 		if err := fence.ValidTask(c.Task); err != nil {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
@@ -109,34 +108,21 @@ func TestControlStaleEpochDropsLease(t *testing.T) {
 func TestEventsStream(t *testing.T) {
 	fc := newFakeCluster()
 	s := startSidecar(t, fc, baseConfig(t))
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Get("http://" + s.ControlAddr() + PathEvents)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	br := bufio.NewReader(resp.Body)
-	line, err := br.ReadString('\n') // the opening comment: subscribed
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(line, ":"))
+	st := openStream(t, s, PathEvents, "")
+	require.Equal(t, "text/event-stream", st.resp.Header.Get("Content-Type"))
+	first := st.next(t)
+	require.Equal(t, "state", first.Kind, "the state comes first")
+	require.Empty(t, first.TaskID, "none held")
 
 	mustAcquire(t, s, "t")
 	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
 	s.keeper.HeartbeatOnce(t.Context())
-	var kinds []string
-	for len(kinds) < 2 {
-		line, err := br.ReadString('\n')
-		require.NoError(t, err)
-		if k, ok := strings.CutPrefix(strings.TrimSpace(line), "event: "); ok {
-			kinds = append(kinds, k)
-		}
-		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			var ev Event
-			require.NoError(t, json.Unmarshal([]byte(d), &ev))
-			require.Equal(t, "t", ev.TaskID)
-		}
-	}
-	require.Equal(t, []string{"acquired", "revoked"}, kinds)
+	acq, rev := st.next(t), st.next(t)
+	require.Equal(t, []string{"acquired", "revoked"}, []string{acq.Kind, rev.Kind})
+	require.Equal(t, "t", rev.TaskID)
+	require.False(t, acq.Stop)
+	require.True(t, rev.Stop, "revoked says stop")
+	require.Equal(t, acq.Seq+1, rev.Seq)
 }
 
 func TestFailedReleaseKeepsLeaseCurrent(t *testing.T) {

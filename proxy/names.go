@@ -102,6 +102,8 @@ const (
 	PathGiveBack   = control.PathGiveBack
 	PathLease      = control.PathLease
 	PathEvents     = control.PathEvents
+	PathAttach     = control.PathAttach
+	PathProgress   = control.PathProgress
 	PathCA         = control.PathCA
 	PathCAPEM      = control.PathCAPEM
 	PathHealth     = control.PathHealth

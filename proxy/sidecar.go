@@ -21,6 +21,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/proxytrace"
 	"github.com/fencepost/fencepost/proxy/request"
 	"github.com/fencepost/fencepost/proxy/tunnel"
+	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
 // Sidecar is one worker's sidecar. It only wires its parts together — the
@@ -33,6 +34,7 @@ type Sidecar struct {
 	owned    *cluster.Client // built by New from Endpoints; closed by Shutdown
 	log      *zap.Logger
 	keeper   *leases.Keeper
+	tie      *tieKeeper // the keeper as the worker tie sees it (worker.go)
 	pipe     *request.Pipeline
 	tunnels  *tunnel.Tunnels
 	control  *control.API
@@ -111,7 +113,9 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		return nil, err
 	}
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
-	s.control = control.New(control.Settings{ClusterTimeout: cfg.ClusterTimeout, Logger: cfg.Logger}, s.keeper, c, g, s.ready)
+	s.tie = newTieKeeper(s.keeper, cfg.Task)
+	s.control = control.New(control.Settings{ClusterTimeout: cfg.ClusterTimeout, Logger: cfg.Logger,
+		Attachments: workertie.NewAttachments(s.tie)}, s.keeper, c, g, s.ready)
 	ca := func(ctx *fasthttp.RequestCtx) { serveCA(s.CA, ctx) }
 	s.control.Handle(PathCA, "GET", ca)
 	s.control.Handle(PathCAPEM, "GET", ca)
@@ -202,13 +206,18 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.keeper.Run(bg, func(f func()) {
+	goLoop := func(f func()) {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
 			f()
 		}()
-	})
+	}
+	s.keeper.Run(bg, goLoop)
+	goLoop(func() { s.tie.run(bg) })
+	if s.cfg.Worker.Health.Enabled() {
+		goLoop(func() { s.runProbe(bg) })
+	}
 	if s.ca != nil {
 		// The CA renews itself for as long as the sidecar runs (mitm's
 		// renew.go: announce, switch, retire), rewriting the bundle the

@@ -1,5 +1,3 @@
-//go:build ignore
-
 package main
 
 import (
@@ -80,7 +78,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, runSignals...)
 	defer signal.Stop(sigs)
 
-	sc, err := startSidecar(context.WithoutCancel(ctx), cfg, log, newRegistry())
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return reportError(stderr, "run", startError(err))
+	}
+	defer stopTraces()
+	sc, err := startSidecar(context.WithoutCancel(ctx), cfg, log, newRegistry(), traces.Provider("sidecar"))
 	if err != nil {
 		return reportError(stderr, "run", err)
 	}

@@ -189,6 +189,7 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
 			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
 		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),
+		Worker:              cfg.Worker.Tie(),
 		Logger:              log,
 		Registerer:          reg,
 	}

@@ -19,12 +19,16 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/reply"
+	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
 // Settings is what the control API needs of the sidecar's configuration.
 type Settings struct {
 	ClusterTimeout time.Duration // bound of one cluster call
 	Logger         *zap.Logger
+	// Attachments ties attach streams to the leases they saw
+	// (GET /v1/attach); required.
+	Attachments *workertie.Attachments
 }
 
 // API is the worker's control API, a route table over the lease keeper
@@ -59,7 +63,9 @@ func New(cfg Settings, k *leases.Keeper, c leases.Cluster, gatherer prometheus.G
 		PathHealth:     {"GET", ctl.health},
 		PathReady:      {"GET", ctl.readyz},
 		PathLease:      {"GET", ctl.lease},
-		PathEvents:     {"GET", ctl.serveEvents},
+		PathEvents:     {"GET", ctl.stream(false)},
+		PathAttach:     {"GET", ctl.stream(true)},
+		PathProgress:   {"POST", ctl.progress},
 		PathAcquire:    {"POST", ctl.acquire},
 		PathClaim:      {"POST", ctl.claim},
 		PathCheckpoint: {"POST", ctl.checkpoint},

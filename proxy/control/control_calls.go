@@ -1,11 +1,8 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -170,38 +167,4 @@ func (c *API) end(ctx *fasthttp.RequestCtx, taskID string, r leases.Reason, why 
 	}
 	c.keeper.Drop(task, epoch, r, leases.EventReleased, why)
 	reply.JSON(ctx, t)
-}
-
-// sseKeepAlive is how often an idle event stream gets a comment line, so
-// a dead client is noticed and proxies do not time the stream out.
-const sseKeepAlive = 15 * time.Second
-
-// serveEvents streams lease events as Server-Sent Events.
-func (c *API) serveEvents(ctx *fasthttp.RequestCtx) {
-	ch, cancel := c.keeper.Subscribe()
-	ctx.SetContentType("text/event-stream")
-	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer cancel()
-		t := time.NewTicker(sseKeepAlive)
-		defer t.Stop()
-		if _, err := w.WriteString(": fencepost lease events\n\n"); err != nil || w.Flush() != nil {
-			return
-		}
-		for {
-			select {
-			case ev, ok := <-ch:
-				if !ok {
-					return
-				}
-				b, _ := json.Marshal(ev)
-				fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Kind, b)
-			case <-t.C:
-				_, _ = w.WriteString(": keep-alive\n\n")
-			}
-			if err := w.Flush(); err != nil {
-				return
-			}
-		}
-	})
 }

@@ -18,8 +18,10 @@ const (
 	PathGiveBack   = "/v1/giveback"
 	PathLease      = "/v1/lease"
 	PathEvents     = "/v1/events"
-	PathCA         = "/v1/ca"     // the interception CA: bundle path, PEM, env (JSON)
-	PathCAPEM      = "/v1/ca.pem" // the interception CA certificate alone, PEM
+	PathAttach     = "/v1/attach"   // the event stream that ties the worker's life to its leases
+	PathProgress   = "/v1/progress" // a progress mark, carried by the next heartbeat
+	PathCA         = "/v1/ca"       // the interception CA: bundle path, PEM, env (JSON)
+	PathCAPEM      = "/v1/ca.pem"   // the interception CA certificate alone, PEM
 	PathHealth     = "/healthz"
 	PathReady      = "/readyz"
 	PathMetrics    = "/metrics"

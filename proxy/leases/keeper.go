@@ -12,6 +12,7 @@ import (
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/clock"
+	"github.com/fencepost/fencepost/proxy/eventstream"
 )
 
 // Keeper keeps the sidecar's leases: it owns the session, the heartbeat
@@ -27,6 +28,14 @@ type Keeper struct {
 	metrics *metrics
 	table   *leaseTable
 	events  *broker
+	// stream is the control API's event stream (package eventstream);
+	// progress, handover, runCtx and reacquiring serve the worker tie
+	// (worker.go).
+	stream      *eventstream.Hub
+	progress    progressMarks
+	handover    handovers
+	runCtx      atomic.Value // context.Context of Run
+	reacquiring atomic.Bool
 
 	sid atomic.Value // string: the open session's id, "" while none
 
@@ -62,6 +71,7 @@ func New(s Settings, c Cluster) (*Keeper, error) {
 		cfg: s, cluster: c, log: s.Logger.Named("sidecar"), clock: s.Clock, metrics: m,
 		table:  table,
 		events: newBroker(),
+		stream: eventstream.NewHub(),
 		wake: wakeups{
 			hb: make(chan struct{}, 1), watch: make(chan struct{}, 1), dog: make(chan struct{}, 1),
 		},
@@ -71,6 +81,7 @@ func New(s Settings, c Cluster) (*Keeper, error) {
 // Run starts the keeper's loops under ctx; go starts one goroutine the
 // caller waits for.
 func (k *Keeper) Run(ctx context.Context, goLoop func(func())) {
+	k.runCtx.Store(ctx)
 	goLoop(func() { k.runHeartbeat(ctx) })
 	goLoop(func() { k.runWatchdog(ctx) })
 	if w, ok := k.cluster.(sessionWatcher); ok {
@@ -118,7 +129,9 @@ func (k *Keeper) publish(kind EventKind, taskID string, epoch uint64, why string
 	if ce := k.log.Check(zap.InfoLevel, "lease event"); ce != nil {
 		ce.Write(zap.String("kind", string(kind)), zap.String("task", taskID), zap.Uint64("epoch", epoch), zap.String("reason", why))
 	}
-	k.events.publish(Event{Kind: kind, TaskID: taskID, Epoch: epoch, Reason: why, At: k.clock.Now()})
+	ev := Event{Kind: kind, TaskID: taskID, Epoch: epoch, Reason: why, At: k.clock.Now()}
+	k.events.publish(ev)
+	k.stream.Publish(StreamEvent(ev))
 	k.cfg.Tracer.LeaseEvent(string(kind), taskID, epoch, why)
 }
 
@@ -225,6 +238,7 @@ func (k *Keeper) Acquire(ctx context.Context, taskID string, claim bool, req api
 		return api.Grant{}, fmt.Errorf("proxy: cluster returned a grant without a task id")
 	}
 	ref, c := k.table.grant(g, sent, k.clock.Now())
+	k.handover.put(ref, g)
 	k.cut(c)
 	k.publish(EventAcquired, ref.TaskID, ref.Epoch, "")
 	k.changed()
@@ -301,6 +315,7 @@ func (k *Keeper) CloseSession(ctx context.Context) {
 		cancel()
 	}
 	k.events.close()
+	k.stream.Close()
 }
 
 // sleep waits d on the keeper's clock. It returns true when woken early

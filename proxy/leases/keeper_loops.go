@@ -92,6 +92,7 @@ func (k *Keeper) HeartbeatOnce(ctx context.Context) {
 func (k *Keeper) heartbeat(ctx context.Context, sid string, fails *int) time.Time {
 	timeout := min(k.cfg.ClusterTimeout, k.table.interval(k.cfg.SessionHeartbeat))
 	req := api.HeartbeatRequest{Leases: k.table.heldList()}
+	k.progress.stamp(req.Leases, k.clock.Now())
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	sent := k.clock.Now()
 	wall := time.Now()
