@@ -2,9 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,5 +136,54 @@ func TestRunNeedsACommand(t *testing.T) {
 	require.Equal(t, 1, strings.Count(errOut, "\n"))
 }
 
-var _ = errors.Is
-var _ = context.Background
+
+// worker.restart on-failure: the crashed child's lease is given back, the
+// next child runs under a higher epoch with the checkpoint the first one
+// made, and a write under the old epoch is refused.
+func TestRunRestartResumesUnderAHigherEpoch(t *testing.T) {
+	ep := httpapitest.StartCluster(t, 1, zap.WarnLevel).Endpoints()[0]
+	dir := t.TempDir()
+	log, mark, goFile := filepath.Join(dir, "log"), filepath.Join(dir, "mark"), filepath.Join(dir, "go")
+	script := `echo "$FENCEPOST_EPOCH $FENCEPOST_CHECKPOINT" >> ` + log + `
+if [ ! -e ` + mark + ` ]; then : > ` + mark + `; while [ ! -e ` + goFile + ` ]; do sleep 0.02; done; exit 3; fi
+exit 0`
+	ch, control := startRun(t, ep, "--task", "t1", "--worker-restart", "on-failure", "--worker-restart-backoff", "20ms",
+		"--", "/bin/sh", "-c", script)
+	httpapitest.WaitFor(t, "the first child", func() bool { _, err := os.Stat(mark); return err == nil })
+	req, err := http.NewRequest("POST", control+"/v1/checkpoint", strings.NewReader(`{"step":"s1","data":{"page":3}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.NoError(t, os.WriteFile(goFile, nil, 0o600))
+
+	r := waitRun(t, ch)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Len(t, lines, 2, string(b))
+	first, second := strings.Fields(lines[0]), strings.Fields(lines[1])
+	e1, _ := strconv.ParseUint(first[0], 10, 64)
+	e2, _ := strconv.ParseUint(second[0], 10, 64)
+	require.Greater(t, e2, e1, "the restarted child is a new owner")
+	require.Len(t, first, 1, "no checkpoint at first")
+	require.Equal(t, `{"page":3}`, second[1], "the second child resumes from the first one's checkpoint")
+
+	c, _ := otherWorker(t, ep)
+	tk, err := c.Task(t.Context(), "t1", false)
+	require.NoError(t, err)
+	require.Equal(t, lease.TaskCompleted, tk.State, "exit 0 completes")
+	var old *lease.Lease
+	for i := range tk.History {
+		if tk.History[i].Epoch == e1 {
+			old = &tk.History[i]
+		}
+	}
+	require.NotNil(t, old)
+	require.Equal(t, lease.ReasonWorkerExited, old.Reason)
+	_, err = c.Checkpoint(t.Context(), "t1", api.CheckpointRequest{SessionID: old.SessionID, Epoch: e1, Step: "zombie"})
+	require.ErrorIs(t, err, lease.ErrStaleEpoch, "the old epoch's write is refused")
+}
