@@ -23,9 +23,16 @@ import (
 //	go test -run '^$' -bench WorkerExitToClaimable -benchtime 200x ./cmd/fencepost/
 func BenchmarkWorkerExitToClaimable(b *testing.B) {
 	ep := httpapitest.StartCluster(b, 1, zap.ErrorLevel).Endpoints()[0]
-	c, sid := otherWorker(b, ep)
+	c, _ := otherWorker(b, ep)
 	var took []time.Duration
 	for i := 0; i < b.N; i++ {
+		// A fresh session each time: one that never heartbeats is closed
+		// as idle after a few TTLs.
+		s, err := c.OpenSession(b.Context(), api.OpenSessionRequest{WorkerID: "other"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sid := s.SessionID
 		task := fmt.Sprintf("bench-%d", i)
 		pidFile := filepath.Join(b.TempDir(), "pid")
 		ch, _ := startRun(b, ep, "--task", task, "--", "/bin/sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
@@ -39,11 +46,24 @@ func BenchmarkWorkerExitToClaimable(b *testing.B) {
 				break
 			}
 			if time.Since(killed) > 30*time.Second {
-				b.Fatalf("%s not claimable 30 s after its worker's kill", task)
+				var r runResult
+				select {
+				case r = <-ch:
+				case <-time.After(10 * time.Second):
+				}
+				b.Fatalf("%s not claimable 30 s after its worker's kill; run exit %d:\n%s", task, r.code, r.stderr)
 			}
 			time.Sleep(time.Millisecond)
 		}
-		took = append(took, time.Since(killed))
+		d := time.Since(killed)
+		took = append(took, d)
+		if d > 500*time.Millisecond {
+			tk, _ := c.Task(b.Context(), task, false)
+			if tk != nil && len(tk.History) > 0 {
+				h := tk.History[len(tk.History)-1]
+				b.Logf("%s slow: %v; old lease %s (%s) ended %v after the kill", task, d, h.Status, h.Reason, h.StatusAt.Sub(killed))
+			}
+		}
 		<-ch
 	}
 	slices.Sort(took)
