@@ -52,15 +52,17 @@ func init() {
 var runSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	i := slices.Index(args, "--")
-	if i < 0 || i == len(args)-1 {
-		return usageError(stderr, "run", "give the worker's command after --, e.g. fencepost run --task t1 -- python agent.py")
+	sidecarArgs, argv := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		sidecarArgs, argv = args[:i], args[i+1:]
 	}
-	sidecarArgs, argv := args[:i], args[i+1:]
 	fs := newFlagSet("run")
 	flags := config.BindFlags(fs, config.RoleSidecar)
 	if code, ok := parseFlags(fs, runUsage, sidecarArgs, stdout, stderr); !ok {
 		return code
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return usageError(stderr, "run", "give the worker's command after --, e.g. fencepost run --task t1 -- python agent.py")
 	}
 	cfg, code := loadRole[*config.Sidecar](config.RoleSidecar, flags, "run", stderr)
 	if code != exitOK {
