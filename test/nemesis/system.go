@@ -136,7 +136,11 @@ func StartSystem(ctx context.Context, tb testing.TB, members, sidecars int, gids
 		sc.args = []string{"sidecar", "--cluster", strings.Join(s.Endpoints(), ","), "--worker-id", sc.Name,
 			"--proxy-addr", sc.Proxy, "--control-addr", sc.Control, "--log-format", "console", "--log-level", "warn",
 			"--worker-health-url", "http://" + sc.Health + "/healthz", "--worker-health-interval", ProbeInterval.String(),
-			"--worker-health-timeout", ProbeTimeout.String(), "--worker-health-threshold", fmt.Sprint(ProbeThreshold)}
+			"--worker-health-timeout", ProbeTimeout.String(), "--worker-health-threshold", fmt.Sprint(ProbeThreshold),
+			// The worker's health URL comes up after its sidecar: without
+			// a start period a hang right after the warm-up (before a
+			// first passed probe) is judged like any other.
+			"--worker-health-start-period", "1ms"}
 		s.Sidecars = append(s.Sidecars, sc)
 		sc.start(s.bin)
 	}
