@@ -212,3 +212,19 @@ func TestProbeFailureGivesTheLeaseBack(t *testing.T) {
 	require.Equal(t, lease.ReasonWorkerUnhealthy, r.Reason)
 	require.Equal(t, g.Lease.Epoch, r.Epoch)
 }
+
+// A stream outlives the server's read and idle timeouts (fasthttp lifts
+// them from a taken-over connection): only the client's close ends the
+// worker's tie.
+func TestAttachOutlivesTheServerTimeouts(t *testing.T) {
+	fc := newFakeCluster()
+	cfg := baseConfig(t)
+	cfg.ReadTimeout, cfg.IdleTimeout = 100*time.Millisecond, 100*time.Millisecond
+	s := startSidecar(t, fc, cfg)
+	mustAcquire(t, s, "t")
+	st := openStream(t, s, PathAttach, "")
+	st.next(t)
+	require.Never(t, func() bool { return len(releases(fc)) > 0 }, 600*time.Millisecond, 20*time.Millisecond)
+	st.close()
+	eventually(t, func() bool { return len(releases(fc)) == 1 }, "the lease given back on the close")
+}
