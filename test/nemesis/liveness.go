@@ -252,14 +252,18 @@ func (r *Run) checkWorkerFault(f *Fault, byID map[string]lease.Task) []string {
 
 // CheckWorkerReasons reports a lease given back or reclaimed for its
 // worker's death or stall while no fault touched that worker: a tie that
-// fires on a live, busy worker.
-func (h *History) CheckWorkerReasons(tasks []lease.Task) []string {
+// fires on a live, busy worker. Leases that ended once the run stopped its
+// workers (stopped) are not counted: that is every worker's exit.
+func (h *History) CheckWorkerReasons(tasks []lease.Task, stopped time.Time) []string {
 	var bad []string
 	for _, t := range tasks {
 		for _, l := range leasesOf(t) {
 			switch l.Reason {
 			case lease.ReasonWorkerExited, lease.ReasonWorkerUnhealthy, lease.ReasonStalled:
 			default:
+				continue
+			}
+			if !stopped.IsZero() && !l.StatusAt.Before(stopped) {
 				continue
 			}
 			if !h.wasTouched(l.WorkerID, l.AcquiredAt, l.StatusAt) {

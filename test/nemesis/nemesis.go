@@ -27,6 +27,9 @@ type Run struct {
 	wg      sync.WaitGroup
 	// LastHeal is when the last fault was healed.
 	LastHeal time.Time
+	// stoppedAt is when Stop ended the workers: their attach streams
+	// close then, which is a worker's exit like any other.
+	stoppedAt time.Time
 	// late lists writes a sidecar forwarded past its deadline when probed
 	// (probeLateWrite).
 	late []string
@@ -129,6 +132,9 @@ func (r *Run) lastLeaderChange(t time.Time) time.Time {
 
 // Stop stops the workers and the feeder and waits for them.
 func (r *Run) Stop() {
+	if r.stoppedAt.IsZero() {
+		r.stoppedAt = time.Now()
+	}
 	r.stop()
 	for _, w := range r.Workers {
 		w.Resume()
