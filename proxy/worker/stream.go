@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -109,9 +110,14 @@ func (a *attach) close() {
 func (a *attach) loop() {
 	defer close(a.done)
 	wait := reconnectMin
-	for first := true; ; first = false {
+	for connected := false; ; {
 		err := a.once()
-		if first && err != nil {
+		select {
+		case <-a.ready:
+			connected = true
+		default:
+		}
+		if !connected && err != nil {
 			a.connErr = err
 			a.readyOnce.Do(func() { close(a.ready) })
 			return
@@ -125,6 +131,9 @@ func (a *attach) loop() {
 			return
 		}
 		wait = min(wait*2, reconnectMax)
+		if err == nil || errors.Is(err, io.EOF) {
+			wait = reconnectMin // it was up: the next try may well work
+		}
 	}
 }
 
