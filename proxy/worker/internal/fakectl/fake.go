@@ -63,8 +63,7 @@ type sub struct {
 	attach  bool
 	ch      chan Event
 	kicked  chan struct{} // closed when the server ends the stream itself
-	lastID  string
-	started time.Time
+	tied    map[string]uint64 // the epochs this attach stream ties, by task
 }
 
 // Server is the fake control API.
@@ -211,7 +210,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 	} else {
 		first = s.stateEvents(scope)
 	}
-	c := &sub{task: scope, attach: attach, ch: make(chan Event, ringSize), kicked: make(chan struct{}), started: time.Now()}
+	c := &sub{task: scope, attach: attach, ch: make(chan Event, ringSize), kicked: make(chan struct{}), tied: map[string]uint64{}}
+	for id, t := range s.tasks {
+		if t.Held && (scope == "" || scope == id) {
+			c.tied[id] = t.Epoch
+		}
+	}
 	s.subs[c] = struct{}{}
 	s.mu.Unlock()
 
@@ -254,20 +258,24 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 	}
 	delete(s.subs, c)
 	if attach {
-		s.workerExited(scope)
+		s.workerExited(c)
 	}
 }
 
-// workerExited gives back what an attach stream tied, unless another
-// attach stream still ties it; caller holds s.mu.
-func (s *Server) workerExited(scope string) {
-	for id, t := range s.tasks {
-		if !t.Held || (scope != "" && scope != id) {
+// workerExited gives back the epochs an attach stream tied, unless
+// another attach stream still ties them; caller holds s.mu. Only the tied
+// epochs: a stream a worker closed after WaitExternal may be noticed
+// after the same worker took the task again under a new epoch, which its
+// new stream ties.
+func (s *Server) workerExited(gone *sub) {
+	for id, epoch := range gone.tied {
+		t := s.tasks[id]
+		if t == nil || !t.Held || t.Epoch != epoch {
 			continue
 		}
 		still := false
 		for c := range s.subs {
-			if c.attach && (c.task == "" || c.task == id) {
+			if c.attach && c.tied[id] == epoch {
 				still = true
 			}
 		}
