@@ -59,11 +59,11 @@ type Event struct {
 }
 
 type sub struct {
-	task    string
-	attach  bool
-	ch      chan Event
-	kicked  chan struct{} // closed when the server ends the stream itself
-	tied    map[string]uint64 // the epochs this attach stream ties, by task
+	task   string
+	attach bool
+	ch     chan Event
+	kicked chan struct{}     // closed when the server ends the stream itself
+	tied   map[string]uint64 // the epochs this attach stream ties, by task
 }
 
 // Server is the fake control API.

@@ -136,3 +136,32 @@ def test_async_block_is_cancelled_on_loss(fake, client):
         assert fake.task("t2")["state"] == "completed"
         await asyncio.sleep(0.05)  # a stale cancel would land here
     asyncio.run(main())
+
+
+def test_worker_death_ends_the_lease_through_attach(fake, tmp_path):
+    # A worker process killed while holding a task: its attach stream closes and the
+    # sidecar (here the fake, per the contract) gives the task back at once.
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(fw.__file__).parent.parent)!r})\n"
+        "import fencepost_worker as fw\n"
+        f"with fw.task('t1', create=True, client=fw.Client({fake.url!r})):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        assert fake.task("t1")["held"]
+        os.kill(p.pid, signal.SIGKILL)
+        eventually(lambda: not fake.task("t1")["held"], "the lease to end when the worker died")
+        assert fake.task("t1")["state"] == "pending"
+    finally:
+        p.kill()
+        p.wait()
