@@ -26,9 +26,9 @@ class ControlError(FencepostError):
             self.retryable = retryable
         self.epoch = epoch
         self.tasks = tasks or []
-        super().__init__(self._text())
+        super().__init__(detail)  # args stay (detail,), so the error pickles and unpickles as itself
 
-    def _text(self) -> str:
+    def __str__(self) -> str:
         s = f"fencepost: {self.code}"
         if self.status:
             s += f" ({self.status})"
