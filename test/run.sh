@@ -54,6 +54,7 @@ go test -race -count=1 -timeout 12m ./...
 
 step "nemesis fault suite"; test/nemesis.sh
 step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
+step "worker SDKs (Go, Python, TypeScript), their adapters (Celery, LangGraph.js) and the shared conformance scenario"; bash test/workersdk.sh
 
 step "demo smoke test"
 ./bin/fencepost demo

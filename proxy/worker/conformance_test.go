@@ -58,9 +58,9 @@ func players(t *testing.T) []player {
 		py.why = "no /usr/bin/python3 >= 3.11"
 	}
 	node, why := nodeBinary()
-	js := sub("typescript", why, node, "js/dist/test/conformance.js")
+	js := sub("typescript", why, node, "js/dist/js/test/conformance.js")
 	if why == "" {
-		if _, err := os.Stat("js/dist/test/conformance.js"); err != nil {
+		if _, err := os.Stat("js/dist/js/test/conformance.js"); err != nil {
 			js.why = "proxy/worker/js is not built: cd proxy/worker/js && npm ci && node_modules/.bin/tsc -p . (test/workersdk.sh does it)"
 		}
 	}

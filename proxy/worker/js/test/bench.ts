@@ -1,5 +1,5 @@
 // Benchmark: stop event -> lease.signal aborted, against the fake control API.
-//   node proxy/worker/js/dist/test/bench.js [N]
+//   node proxy/worker/js/dist/js/test/bench.js [N]
 // Each round holds a fresh task, asks the fake to revoke it and times from just
 // before that request to the abort (so the figure includes the admin request's
 // round trip: an upper bound). Exits 1 when p99 > 50 ms (the bound).

@@ -1,5 +1,5 @@
 // The worker SDKs' conformance scenario played with @fencepost/worker.
-//   node proxy/worker/js/dist/test/conformance.js SCENARIO CONTROL_URL OPERATOR_URL TASK
+//   node proxy/worker/js/dist/js/test/conformance.js SCENARIO CONTROL_URL OPERATOR_URL TASK
 // Prints one JSON transcript line per step (as the Go player does); exits 1 on
 // the first mismatch with the scenario's expectations, 2 on bad usage.
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../../..");
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../../../..");
 let bin: string | undefined;
 
 export class Fake {

@@ -3,7 +3,7 @@
 // own runner; its validate-checkpointer CLI cannot load an initializer in
 // this release: its runner imports a findPackageRoot that import_utils.js
 // does not export):
-//   node_modules/.bin/vitest run --globals --dir dist/test langgraph_validate.spec
+//   node_modules/.bin/vitest run --globals --dir dist/js/test langgraph_validate.spec
 import { MemorySaver } from "@langchain/langgraph-checkpoint";
 import { validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
 import { FencedCheckpointSaver, MemoryEpochFence } from "../src/langgraph.js";
