@@ -23,6 +23,7 @@ type Lease struct {
 	signal      json.RawMessage
 	att         *attach
 	ended       bool   // the worker completed, failed, gave back (or is waiting)
+	pending     *Event // a stop seen while the worker's own end call was in flight
 	lost        *Error // set once, by the first stop
 	lostCh      chan struct{}
 }
@@ -66,9 +67,12 @@ func (l *Lease) stop(ev Event) {
 		l.mu.Unlock()
 		return
 	}
-	if l.ended && ev.Kind == EventState {
-		// The worker ended the lease itself; a state showing it gone is
-		// the sidecar agreeing.
+	if l.ended {
+		// The worker is ending this epoch itself (complete, fail, give
+		// back, wait): a stop now is the sidecar seeing that end (a state
+		// showing it gone, or a heartbeat that saw the wait first). It
+		// counts only if the worker's call fails.
+		l.pending = &ev
 		l.mu.Unlock()
 		return
 	}
@@ -154,13 +158,24 @@ func (l *Lease) end(ctx context.Context, path string, body any) error {
 	l.ended = true
 	l.mu.Unlock()
 	if err := l.c.call(ctx, path, body, nil); err != nil {
-		l.mu.Lock()
-		l.ended = false
-		l.mu.Unlock()
+		l.unend()
 		return l.after(err)
 	}
 	l.closeAttach()
 	return nil
+}
+
+// unend undoes ended after the worker's end call failed, applying a stop
+// that came meanwhile.
+func (l *Lease) unend() {
+	l.mu.Lock()
+	l.ended = false
+	ev := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	if ev != nil {
+		l.stop(*ev)
+	}
 }
 
 // ErrEnded is returned by a call that ends a lease the worker already
@@ -204,9 +219,7 @@ func (l *Lease) WaitExternal(ctx context.Context, timeout time.Duration) (json.R
 	l.ended = true
 	l.mu.Unlock()
 	if err := l.c.call(ctx, "/v1/wait", map[string]any{"taskId": l.taskID, "timeoutMs": timeout.Milliseconds()}, nil); err != nil {
-		l.mu.Lock()
-		l.ended = false
-		l.mu.Unlock()
+		l.unend()
 		return nil, l.after(err)
 	}
 	l.closeAttach()
@@ -215,7 +228,7 @@ func (l *Lease) WaitExternal(ctx context.Context, timeout time.Duration) (json.R
 		g, err := l.c.acquire(ctx, l.taskID, false)
 		if err == nil {
 			l.mu.Lock()
-			l.ended = false
+			l.ended, l.pending = false, nil
 			l.mu.Unlock()
 			if err := l.take(ctx, g); err != nil {
 				return nil, err

@@ -146,6 +146,22 @@ func TestWaitExternalResumesOnSignal(t *testing.T) {
 	require.Equal(t, "completed", s.Task("t1").State)
 }
 
+// A stop for the epoch the worker is ending itself (here a wait) is the
+// sidecar seeing that end, not a loss of the next epoch.
+func TestStopDuringTheWorkersOwnEndIsNotALoss(t *testing.T) {
+	s, c := fake(t)
+	s.WaitReportsLost()
+	err := c.Run(t.Context(), "t1", func(ctx context.Context, l *worker.Lease) error {
+		s.Signal("t1", []byte(`"ok"`))
+		_, err := l.WaitExternal(ctx, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Checkpoint(ctx, "after", 1))
+		return ctx.Err()
+	}, worker.WithCreate())
+	require.NoError(t, err)
+	require.Equal(t, "completed", s.Task("t1").State)
+}
+
 func TestReconnectReplaysEventsMissedMeanwhile(t *testing.T) {
 	s, c := fake(t)
 	err := c.Run(t.Context(), "t1", func(ctx context.Context, l *worker.Lease) error {

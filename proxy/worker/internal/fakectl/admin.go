@@ -56,6 +56,15 @@ func (s *Server) Hold(task string) uint64 {
 	return t.Epoch
 }
 
+// WaitReportsLost makes /v1/wait publish a stop (lost, reason waiting)
+// instead of released: what a sidecar whose heartbeat reply saw the wait
+// before the worker's call returned reported before the attach contract.
+func (s *Server) WaitReportsLost() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitLost = true
+}
+
 // Create adds a pending task.
 func (s *Server) Create(task string) {
 	s.mu.Lock()
@@ -156,6 +165,8 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request) {
 	case "/_fake/hold":
 		reply(w, map[string]any{"epoch": s.Hold(task)})
 		return
+	case "/_fake/waitlost":
+		s.WaitReportsLost()
 	case "/_fake/create":
 		s.Create(task)
 	case "/_fake/drop":

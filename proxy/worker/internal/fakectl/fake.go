@@ -76,6 +76,7 @@ type Server struct {
 	n        int
 	subs     map[*sub]struct{}
 	paused   bool
+	waitLost bool     // /v1/wait reports lost (stop) instead of released, as a racing heartbeat can
 	lastIDs  []string // Last-Event-ID of every stream request, in order
 	replayed int      // events served from the ring on reconnects
 }

@@ -225,7 +225,11 @@ func (s *Server) holderCall(w http.ResponseWriter, path string, t *task, b body)
 		return
 	case "/v1/wait":
 		t.Held, t.State = false, "waiting"
-		s.publish("released", t.ID, t.Epoch, "waiting", false)
+		if s.waitLost {
+			s.publish("lost", t.ID, t.Epoch, "waiting", true)
+		} else {
+			s.publish("released", t.ID, t.Epoch, "waiting", false)
+		}
 		if t.armed != nil {
 			t.Signal, t.armed, t.State = t.armed, nil, "pending"
 		} else if b.TimeoutMs > 0 {

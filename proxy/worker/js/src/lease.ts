@@ -43,6 +43,7 @@ export class Lease {
   private readonly ac = new AbortController();
   private attach: Attach | undefined;
   /** @internal */ ended = false;
+  private pending: Pick<LeaseEvent, "kind" | "reason" | "epoch"> | undefined;
 
   constructor(
     private readonly client: Client,
@@ -62,7 +63,13 @@ export class Lease {
 
   /** @internal */
   stop(ev: Pick<LeaseEvent, "kind" | "reason" | "epoch">): void {
-    if (this.error || (this.ended && ev.kind === "state")) return;
+    if (this.error) return;
+    if (this.ended) {
+      // The worker is ending this epoch itself (complete, fail, give back, wait): a
+      // stop now is the sidecar seeing that end. It counts only if the call fails.
+      this.pending = ev;
+      return;
+    }
     this.error = new LeaseLostError({ code: "lease_lost", title: ev.kind, detail: `${ev.kind} ${ev.reason ?? ""}`.trim(), epoch: ev.epoch });
     this.ac.abort(this.error);
   }
@@ -80,6 +87,13 @@ export class Lease {
       if (e instanceof LeaseLostError) this.stop({ kind: "lost", reason: e.code, epoch: this.epoch });
       throw e;
     }
+  }
+
+  private unend(): void {
+    this.ended = false;
+    const ev = this.pending;
+    this.pending = undefined;
+    if (ev) this.stop(ev);
   }
 
   /** @internal */
@@ -128,7 +142,7 @@ export class Lease {
     try {
       await this.call(path, body);
     } catch (e) {
-      this.ended = false;
+      this.unend();
       throw e;
     }
     this.closeAttach();
@@ -142,7 +156,7 @@ export class Lease {
     try {
       await this.call("/v1/wait", { taskId: this.taskId, timeoutMs });
     } catch (e) {
-      this.ended = false;
+      this.unend();
       throw e;
     }
     this.closeAttach();
@@ -156,6 +170,7 @@ export class Lease {
         continue;
       }
       this.ended = false;
+      this.pending = undefined;
       await this.take(g);
       return this.signalData;
     }

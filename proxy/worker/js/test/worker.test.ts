@@ -91,6 +91,16 @@ test("waitExternal resumes on a signal", async () => {
   assert.equal((await fake.task("t1")).state, "completed");
 });
 
+test("a stop during the worker's own end is not a loss", async () => {
+  await fake.admin("waitlost");
+  await withTask("t1", async (lease) => {
+    await fake.admin("signal", "t1", {}, '"ok"');
+    assert.equal(await lease.waitExternal(60_000), "ok");
+    await lease.checkpoint("after", 1);
+  }, { client, create: true });
+  assert.equal((await fake.task("t1")).state, "completed");
+});
+
 test("a reconnect replays the events missed meanwhile", async () => {
   await assert.rejects(withTask("t1", async (lease) => {
     await fake.admin("drop", "", { pause: "1" });

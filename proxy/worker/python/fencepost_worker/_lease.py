@@ -42,13 +42,20 @@ class Lease:
         self._on_lost: list[Callable[[], None]] = []
         self._attach: Attach | None = None
         self._ended = False
+        self._pending: dict | None = None
         self._lock = threading.Lock()
 
     # --- state -------------------------------------------------------------
 
     def _stop(self, ev: dict) -> None:
         with self._lock:
-            if self.error is not None or (self._ended and ev.get("kind") == "state"):
+            if self.error is not None:
+                return
+            if self._ended:
+                # The worker is ending this epoch itself (complete, fail, give back,
+                # wait): a stop now is the sidecar seeing that end. It counts only if
+                # the worker's call fails.
+                self._pending = ev
                 return
             self.error = LeaseLost(f"{ev.get('kind')} {ev.get('reason', '')}".strip(), title=ev.get("kind", ""),
                                    epoch=ev.get("epoch", 0))
@@ -69,6 +76,12 @@ class Lease:
         except LeaseLost as e:
             self._stop({"kind": "lost", "reason": e.code, "epoch": self.epoch, "stop": True})
             raise
+
+    def _unend(self) -> None:
+        with self._lock:
+            self._ended, ev, self._pending = False, self._pending, None
+        if ev is not None:
+            self._stop(ev)
 
     def _take(self, grant: dict) -> None:
         self.epoch = grant["lease"]["epoch"]
@@ -114,7 +127,7 @@ class Lease:
         try:
             self._call(path, body)
         except BaseException:
-            self._ended = False
+            self._unend()
             raise
         self._close_attach()
 
@@ -127,7 +140,7 @@ class Lease:
         try:
             self._call("/v1/wait", {"taskId": self.task_id, "timeoutMs": int(timeout * 1000)})
         except BaseException:
-            self._ended = False
+            self._unend()
             raise
         self._close_attach()
         poll = WAIT_POLL_MIN
@@ -140,7 +153,8 @@ class Lease:
                 time.sleep(poll)
                 poll = min(poll * 2, WAIT_POLL_MAX)
                 continue
-            self._ended = False
+            with self._lock:
+                self._ended, self._pending = False, None
             self._take(grant)
             return self.signal
 

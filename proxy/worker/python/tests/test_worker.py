@@ -81,6 +81,15 @@ def test_wait_external_resumes_on_signal(fake, client):
     assert fake.task("t1")["state"] == "completed"
 
 
+def test_stop_during_the_workers_own_end_is_not_a_loss(fake, client):
+    fake.admin("waitlost")
+    with fw.task("t1", create=True, client=client) as lease:
+        fake.admin("signal", "t1", b'"ok"')
+        assert lease.wait_external(60) == "ok"
+        lease.checkpoint("after", 1)
+    assert fake.task("t1")["state"] == "completed"
+
+
 def test_reconnect_replays_missed_events(fake, client):
     with pytest.raises(fw.LeaseLost):
         with fw.task("t1", create=True, client=client) as lease:
