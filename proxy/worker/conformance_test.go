@@ -136,12 +136,7 @@ func TestConformanceAgainstFencepostDev(t *testing.T) {
 		t.Skip("-short: starts fencepost dev")
 	}
 	d := startDev(t)
-	resp, err := http.Get(d.control + "/v1/attach?task=conformance-probe")
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && os.Getenv("FENCEPOST_CONFORMANCE_EVENTS_ONLY") == "" {
-		t.Skipf("SKIP conformance against fencepost dev: the sidecar answers 404 for GET /v1/attach (route missing; the attach contract has not landed)")
-	}
+	d.requireAttach(t, "conformance")
 	got := map[string][]map[string]any{}
 	for _, p := range players(t) {
 		t.Run(p.lang, func(t *testing.T) {
@@ -155,6 +150,17 @@ func TestConformanceAgainstFencepostDev(t *testing.T) {
 		})
 	}
 	sameTranscripts(t, got)
+}
+
+// requireAttach skips unless the sidecar serves GET /v1/attach (or
+// FENCEPOST_CONFORMANCE_EVENTS_ONLY is set).
+func (d *devProc) requireAttach(t testing.TB, what string) {
+	resp, err := http.Get(d.control + "/v1/attach?task=conformance-probe")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && os.Getenv("FENCEPOST_CONFORMANCE_EVENTS_ONLY") == "" {
+		t.Skipf("SKIP %s against fencepost dev: the sidecar answers 404 for GET /v1/attach (route missing; the attach contract has not landed)", what)
+	}
 }
 
 type devProc struct {
@@ -230,7 +236,7 @@ func (d *devProc) operator(t *testing.T, task string) http.Handler {
 
 // startDev runs `go run ./cmd/fencepost dev` on fresh ports and reads
 // the control URL and the ctl line from its banner.
-func startDev(t *testing.T) *devProc {
+func startDev(t testing.TB) *devProc {
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go tool is not on PATH")
