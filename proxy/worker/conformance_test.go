@@ -234,15 +234,22 @@ func (d *devProc) operator(t *testing.T, task string) http.Handler {
 	return mux
 }
 
-// startDev runs `go run ./cmd/fencepost dev` on fresh ports and reads
-// the control URL and the ctl line from its banner.
+// startDev runs `go run ./cmd/fencepost dev` (or FENCEPOST_CONFORMANCE_BIN
+// dev) on fresh ports and reads the control URL and the ctl line from its
+// banner.
 func startDev(t testing.TB) *devProc {
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go tool is not on PATH")
 	}
-	cmd := exec.Command(gotool, "run", "./cmd/fencepost", "dev", "--data-dir", filepath.Join(t.TempDir(), "data"),
+	argv := []string{gotool, "run", "./cmd/fencepost"}
+	if bin := os.Getenv("FENCEPOST_CONFORMANCE_BIN"); bin != "" {
+		argv = []string{bin} // a fencepost built elsewhere (another branch's sidecar, say)
+	}
+	argv = append(argv, "dev", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--log-format=json")
+	argv = append(argv, strings.Fields(os.Getenv("FENCEPOST_CONFORMANCE_DEV_FLAGS"))...) // later flags win
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "../.."
 	for _, kv := range os.Environ() { // dev refuses FENCEPOST_* variables it does not know
 		if !strings.HasPrefix(kv, "FENCEPOST_") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -216,6 +217,9 @@ func TestRunCurrentTakesTheSidecarsLease(t *testing.T) {
 	epoch := s.Hold("job-7")
 	t.Setenv(worker.EnvTask, "job-7")
 	t.Setenv(worker.EnvCheckpoint, `{"step":2}`)
+	t.Setenv(worker.EnvEpoch, fmt.Sprint(epoch+1))
+	require.ErrorIs(t, c.RunCurrent(t.Context(), func(context.Context, *worker.Lease) error { return nil }), worker.ErrStaleEpoch)
+	t.Setenv(worker.EnvEpoch, fmt.Sprint(epoch))
 	err := c.RunCurrent(t.Context(), func(ctx context.Context, l *worker.Lease) error {
 		require.Equal(t, epoch, l.Epoch())
 		require.JSONEq(t, `{"step":2}`, string(l.ResumedFrom()))

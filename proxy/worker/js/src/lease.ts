@@ -3,7 +3,7 @@
 
 import { Client, type Grant } from "./client.js";
 import { ControlError, FencepostError, LeaseLostError } from "./errors.js";
-import { TaskWaitingError } from "./errors_gen.js";
+import { StaleEpochError, TaskWaitingError } from "./errors_gen.js";
 import { Attach, type LeaseEvent } from "./stream.js";
 
 const WAIT_POLL_MIN_MS = 100;
@@ -237,6 +237,11 @@ export function withCurrentTask<T>(fn: (lease: Lease) => Promise<T>, o: HoldOpti
     const views = await c.leases(want);
     if (views.length !== 1) {
       throw new FencepostError(`fencepost: one-task mode: FENCEPOST_TASK=${JSON.stringify(want)} and the sidecar holds ${views.length} matching leases, not one`);
+    }
+    const epoch = process.env.FENCEPOST_EPOCH;
+    if (want && epoch && /^\d+$/.test(epoch) && Number(epoch) !== views[0].epoch) {
+      throw new StaleEpochError({ code: StaleEpochError.code, status: 409, epoch: views[0].epoch,
+        detail: `FENCEPOST_EPOCH is ${epoch}, the sidecar holds epoch ${views[0].epoch}` });
     }
     const g: Grant = { lease: views[0], task: { taskId: views[0].taskId } };
     const cp = process.env.FENCEPOST_CHECKPOINT;

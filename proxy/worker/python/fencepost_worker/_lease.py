@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ._base import ControlError, FencepostError, LeaseLost
 from ._client import Client
-from ._errors import TaskWaiting
+from ._errors import StaleEpoch, TaskWaiting
 from ._stream import Attach
 
 WAIT_POLL_MIN, WAIT_POLL_MAX = 0.1, 1.0
@@ -288,6 +288,10 @@ def current(*, client: Client | None = None, on_error: str = "fail",
         if len(views) != 1:
             raise FencepostError(f"fencepost: one-task mode: FENCEPOST_TASK={want!r} and the sidecar holds "
                                  f"{len(views)} matching leases, not one")
+        epoch = os.environ.get("FENCEPOST_EPOCH", "")
+        if want and epoch.isdigit() and int(epoch) != views[0]["epoch"]:
+            raise StaleEpoch(f"FENCEPOST_EPOCH is {epoch}, the sidecar holds epoch {views[0]['epoch']}",
+                             status=409, epoch=views[0]["epoch"])
         g: dict = {"lease": views[0], "task": {"taskId": views[0]["taskId"]}}
         cp = os.environ.get("FENCEPOST_CHECKPOINT", "")
         if cp:

@@ -128,6 +128,11 @@ def test_one_task_mode(fake, client, monkeypatch):
     epoch = fake.admin("hold", "job-7")["epoch"]
     monkeypatch.setenv("FENCEPOST_TASK", "job-7")
     monkeypatch.setenv("FENCEPOST_CHECKPOINT", '{"step": 2}')
+    monkeypatch.setenv("FENCEPOST_EPOCH", str(epoch + 1))
+    with pytest.raises(fw.StaleEpoch):
+        with fw.current(client=client):
+            pass
+    monkeypatch.setenv("FENCEPOST_EPOCH", str(epoch))
     with fw.current(client=client) as lease:
         assert lease.epoch == epoch and lease.resumed_from == {"step": 2}
     assert fake.task("job-7")["state"] == "completed"
