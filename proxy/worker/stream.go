@@ -61,6 +61,10 @@ const (
 	reconnectMax = time.Second
 )
 
+// streamIdle is how long a stream may be silent before it is taken for
+// dead and reconnected: three of the sidecar's 15 s keepalives.
+const streamIdle = 45 * time.Second
+
 // attach keeps GET /v1/attach?task=T open for one lease epoch and tells
 // the lease when the sidecar says stop. It reconnects with Last-Event-ID
 // until closed.
@@ -139,7 +143,11 @@ func (a *attach) loop() {
 
 // once runs one connection until it breaks.
 func (a *attach) once() error {
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, a.c.base+a.path+"?task="+url.QueryEscape(a.task), nil)
+	ctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	idle := time.AfterFunc(streamIdle, cancel)
+	defer idle.Stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.c.base+a.path+"?task="+url.QueryEscape(a.task), nil)
 	if err != nil {
 		return err
 	}
@@ -163,7 +171,7 @@ func (a *attach) once() error {
 		return problemError(resp.StatusCode, b)
 	}
 	a.readyOnce.Do(func() { close(a.ready) })
-	return readSSE(resp.Body, a.handle)
+	return readSSE(resp.Body, func() { idle.Reset(streamIdle) }, a.handle)
 }
 
 // handle applies one event to the lease.
@@ -200,8 +208,9 @@ func (a *attach) handle(id, kind string, data []byte) {
 	}
 }
 
-// readSSE reads Server-Sent Events from r and calls fn for each message.
-func readSSE(r io.Reader, fn func(id, kind string, data []byte)) error {
+// readSSE reads Server-Sent Events from r and calls fn for each message
+// (alive on every line, keepalive comments included).
+func readSSE(r io.Reader, alive func(), fn func(id, kind string, data []byte)) error {
 	br := bufio.NewReaderSize(r, 16<<10)
 	var id, kind string
 	var data []byte
@@ -210,6 +219,7 @@ func readSSE(r io.Reader, fn func(id, kind string, data []byte)) error {
 		if err != nil {
 			return err
 		}
+		alive()
 		line = strings.TrimRight(line, "\r\n")
 		switch {
 		case line == "":

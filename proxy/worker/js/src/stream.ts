@@ -19,6 +19,8 @@ export interface LeaseEvent {
 
 const RECONNECT_MIN_MS = 20;
 const RECONNECT_MAX_MS = 1000;
+/** A stream silent this long is taken for dead and reconnected: three of the sidecar's 15 s keepalives. */
+const STREAM_IDLE_MS = 45_000;
 
 /** The one rule for "stop now": the event's stop field; a sidecar older than the
  * contract sends none, and then lost and revoked mean stop. */
@@ -99,6 +101,7 @@ export class Attach {
       res.on("end", () => again());
       res.on("error", () => again());
     });
+    req.setTimeout(STREAM_IDLE_MS, () => req.destroy(new Error("fencepost: attach: stream silent")));
     req.on("error", (e) => again(e));
     this.req = req;
   }

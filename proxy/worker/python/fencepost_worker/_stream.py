@@ -12,6 +12,9 @@ from typing import Callable
 from ._client import Client, problem_error
 
 RECONNECT_MIN, RECONNECT_MAX = 0.02, 1.0
+# A stream silent this long is taken for dead and reconnected: three of the
+# sidecar's 15 s keepalives.
+STREAM_IDLE = 45.0
 
 
 def stop_of(ev: dict) -> bool:
@@ -77,7 +80,7 @@ class Attach:
             wait = min(wait * 2, RECONNECT_MAX)
 
     def _once(self) -> None:
-        conn = self.client.connect(timeout=None)
+        conn = self.client.connect(timeout=STREAM_IDLE)
         with self._lock:
             self._conn = conn
         try:
