@@ -53,7 +53,8 @@ func Run(ctx context.Context, taskID string, fn func(context.Context, *Lease) er
 // cancelled, with a cause matching ErrLeaseLost, the moment the sidecar
 // says stop. When fn returns nil the task is completed (unless fn already
 // ended the lease); when it returns an error or panics, the lease is
-// failed or given back (WithOnError) and the error returned. A lost lease
+// failed or given back (WithOnError; given back when ctx itself was
+// cancelled, as on shutdown) and the error returned. A lost lease
 // is never ended by Run: it is over already, and Run returns the loss.
 func (c *Client) Run(ctx context.Context, taskID string, fn func(context.Context, *Lease) error, opts ...Option) error {
 	cfg := config(opts)
@@ -148,7 +149,9 @@ func (l *Lease) finish(ctx context.Context, cfg *runConfig, workErr error) error
 		return l.Complete(ectx, nil)
 	}
 	var endErr error
-	if cfg.onError == GiveBackTask {
+	if cfg.onError == GiveBackTask || ctx.Err() != nil {
+		// The caller cancelled the work (a shutdown, say): nothing failed, so
+		// the task goes back to be claimed at once.
 		endErr = l.GiveBack(ectx)
 	} else {
 		endErr = l.Fail(ectx, workErr.Error())

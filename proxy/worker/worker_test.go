@@ -105,6 +105,18 @@ func TestWorkErrorFailsOrGivesBackNeverCompletes(t *testing.T) {
 	require.Equal(t, "failed", s.Task("t3").State)
 }
 
+func TestCancelledByTheCallerGivesBack(t *testing.T) {
+	s, c := fake(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	err := c.Run(ctx, "t1", func(ctx context.Context, l *worker.Lease) error {
+		cancel() // a shutdown
+		<-ctx.Done()
+		return ctx.Err()
+	}, worker.WithCreate())
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, "pending", s.Task("t1").State, "given back, not failed")
+}
+
 func TestClaimResumesFromCheckpointUnderHigherEpoch(t *testing.T) {
 	s, c := fake(t)
 	var first uint64

@@ -185,7 +185,8 @@ class Hold:
 
     Leaving the block normally completes the task unless it was ended already; leaving
     it with an exception fails it (on_error="fail") or gives it back
-    (on_error="give_back"), never completes it. A lost lease is not ended again."""
+    (on_error="give_back", and always for KeyboardInterrupt, SystemExit and an asyncio
+    cancellation from outside), never completes it. A lost lease is not ended again."""
 
     def __init__(self, get: Callable[[Client], tuple[str, dict]], *, client: Client | None, on_error: str,
                  on_event: Callable[[dict], None] | None):
@@ -225,7 +226,9 @@ class Hold:
                 return False
             if exc is None:
                 lease.complete(None)
-            elif self._on_error == "give_back":
+            elif self._on_error == "give_back" or isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
+                # An interrupted block (Ctrl-C, exit, a cancelled asyncio task) did not
+                # fail: the task goes back to be claimed at once.
                 lease.give_back()
             else:
                 lease.fail(f"{type(exc).__name__}: {exc}")

@@ -49,6 +49,13 @@ def test_exception_fails_or_gives_back_never_completes(fake, client):
     assert fake.task("t2")["state"] == "pending"
 
 
+def test_interrupt_gives_back(fake, client):
+    with pytest.raises(KeyboardInterrupt):
+        with fw.task("t1", create=True, client=client):
+            raise KeyboardInterrupt
+    assert fake.task("t1")["state"] == "pending"
+
+
 def test_claim_resumes_from_checkpoint_under_higher_epoch(fake, client):
     with pytest.raises(fw.LeaseLost):
         with fw.task("t1", create=True, client=client) as lease:
