@@ -16,7 +16,7 @@ import (
 // ctx.Done firing, per lease revoked with `fencepost ctl tasks revoke`.
 // Skips while the sidecar has no GET /v1/attach (as the conformance test).
 //
-//	go test -run '^$' -bench StopToCancelFencepostDev -benchtime 50x ./proxy/worker/
+//	FENCEPOST_CONFORMANCE_DEV=1 go test -run '^$' -bench StopToCancelFencepostDev -benchtime 50x ./proxy/worker/
 func BenchmarkStopToCancelFencepostDev(b *testing.B) {
 	d := startDev(b)
 	d.requireAttach(b, "the stop-to-cancel benchmark")

@@ -132,9 +132,6 @@ func TestConformanceAgainstFakeControlAPI(t *testing.T) {
 // FENCEPOST_CONFORMANCE_EVENTS_ONLY=1 plays it anyway, the SDKs falling
 // back to GET /v1/events (no lifetime tie), to try the harness early.
 func TestConformanceAgainstFencepostDev(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts fencepost dev")
-	}
 	d := startDev(t)
 	d.requireAttach(t, "conformance")
 	got := map[string][]map[string]any{}
@@ -238,6 +235,9 @@ func (d *devProc) operator(t *testing.T, task string) http.Handler {
 // dev) on fresh ports and reads the control URL and the ctl line from its
 // banner.
 func startDev(t testing.TB) *devProc {
+	if os.Getenv("FENCEPOST_CONFORMANCE_DEV") == "" {
+		t.Skip("starts fencepost dev: set FENCEPOST_CONFORMANCE_DEV=1 (test/workersdk.sh does)")
+	}
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go tool is not on PATH")
