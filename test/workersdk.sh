@@ -54,6 +54,9 @@ else
   echo "SKIP TypeScript worker SDK: no Node 24 (test/install-node24.sh needs npm, or root)"
 fi
 
+echo "==> worker SDK: the Temporal activity interceptor (its own module, proxy/worker/temporal)"
+(cd proxy/worker/temporal && go vet ./... && { ! command -v staticcheck >/dev/null || staticcheck ./...; } && go test -race -count=1 ./...)
+
 echo "==> worker SDK: Go, and the conformance scenario in all three languages"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
