@@ -64,4 +64,5 @@ code=0
 FENCEPOST_CONFORMANCE_DEV=1 go test -race -count=1 -v -run 'Test' ./proxy/worker/... >"$log" 2>&1 || code=$?
 grep -E '^\s*--- |^ok|^FAIL|SKIP|_test.go:[0-9]+: ' "$log" || true
 [ "$code" = 0 ] || { cat "$log"; exit "$code"; }
-go test -run '^$' -bench StopToCancel -benchtime 200x ./proxy/worker/ | grep -E 'Benchmark|^ok'
+go test -run '^$' -bench 'StopToCancel$' -benchtime 200x ./proxy/worker/ | grep -E 'Benchmark|^ok'
+FENCEPOST_CONFORMANCE_DEV=1 go test -v -run '^$' -bench StopToCancelFencepostDev -benchtime 50x ./proxy/worker/ | grep -E 'Benchmark|SKIP|^ok'

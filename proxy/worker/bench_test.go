@@ -16,7 +16,7 @@ import (
 // work's ctx.Done firing; it reports the p50 and p99 (the bound:
 // p99 ≤ 50 ms).
 //
-//	go test -run '^$' -bench StopToCancel -benchtime 200x ./proxy/worker/
+//	go test -run '^$' -bench 'StopToCancel$' -benchtime 200x ./proxy/worker/
 func BenchmarkStopToCancel(b *testing.B) {
 	s := fakectl.New()
 	url, stop, err := s.Listen()
