@@ -26,6 +26,7 @@ type Kind struct {
 	Doc string
 }
 
+// Error names the code and says what it means.
 func (k *Kind) Error() string { return "fencepost: " + k.Code + ": " + k.Doc }
 
 // ErrLeaseLost matches every error that means the lease (this epoch) is
@@ -56,6 +57,7 @@ type Error struct {
 	Retryable bool
 }
 
+// Error is the code, the status and the problem's detail.
 func (e *Error) Error() string {
 	s := "fencepost: " + e.Code
 	if e.Status != 0 {
