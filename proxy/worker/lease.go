@@ -222,17 +222,22 @@ func (l *Lease) WaitExternal(ctx context.Context, timeout time.Duration) (json.R
 		l.unend()
 		return nil, l.after(err)
 	}
-	l.closeAttach()
+	// The attach stream stays open: nothing is held while waiting, and the
+	// same stream ties the next grant.
 	poll := waitPollMin
 	for {
 		g, err := l.c.acquire(ctx, l.taskID, false)
 		if err == nil {
-			l.mu.Lock()
-			l.ended, l.pending = false, nil
-			l.mu.Unlock()
 			if err := l.take(ctx, g); err != nil {
 				return nil, err
 			}
+			l.mu.Lock()
+			l.ended, l.pending = false, nil
+			l.mu.Unlock()
+			l.mu.Lock()
+			a := l.att
+			l.mu.Unlock()
+			a.setEpoch(g.Lease.Epoch) // fires a stop for the new epoch seen meanwhile
 			return l.Signal(), nil
 		}
 		var e *Error
@@ -259,8 +264,11 @@ func (l *Lease) take(ctx context.Context, g *grant) error {
 	if len(g.Task.Signal) > 0 {
 		l.signal = asJSON(g.Task.Signal)
 	}
-	epoch := l.epoch
+	epoch, open := l.epoch, l.att
 	l.mu.Unlock()
+	if open != nil {
+		return nil // the block's stream; WaitExternal moves it to the new epoch
+	}
 	a, err := l.c.openAttach(ctx, l.taskID, epoch, l.onEv, l.stop)
 	if err != nil {
 		return err

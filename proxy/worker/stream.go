@@ -65,16 +65,20 @@ const (
 // dead and reconnected: three of the sidecar's 15 s keepalives.
 const streamIdle = 45 * time.Second
 
-// attach keeps GET /v1/attach?task=T open for one lease epoch and tells
-// the lease when the sidecar says stop. It reconnects with Last-Event-ID
-// until closed.
+// attach keeps GET /v1/attach?task=T open for the block's lifetime (one
+// stream across the epochs a WaitExternal moves through, so no close of
+// an old stream can race the next grant) and tells the lease when the
+// sidecar says stop for the current epoch. It reconnects with
+// Last-Event-ID until closed.
 type attach struct {
 	c      *Client
 	task   string
+	mu     sync.Mutex
 	epoch  uint64
-	onEv   func(Event) // every event for the task, in order
-	onStop func(Event) // the first stop for this epoch
-	path   string      // "/v1/attach", or "/v1/events" on a sidecar without attach
+	future map[uint64]Event // stops for an epoch newer than the one known yet
+	onEv   func(Event)      // every event for the task, in order
+	onStop func(Event)      // the first stop for this epoch
+	path   string           // "/v1/attach", or "/v1/events" on a sidecar without attach
 
 	ready     chan struct{} // closed once the first connection answered
 	readyOnce sync.Once
@@ -89,7 +93,7 @@ type attach struct {
 // event is the lease's state), or the first connection failed.
 func (c *Client) openAttach(ctx context.Context, task string, epoch uint64, onEv, onStop func(Event)) (*attach, error) {
 	a := &attach{c: c, task: task, epoch: epoch, onEv: onEv, onStop: onStop, path: "/v1/attach",
-		ready: make(chan struct{}), done: make(chan struct{})}
+		ready: make(chan struct{}), done: make(chan struct{}), future: map[uint64]Event{}}
 	a.ctx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go a.loop()
 	select {
@@ -103,6 +107,19 @@ func (c *Client) openAttach(ctx context.Context, task string, epoch uint64, onEv
 		return nil, a.connErr
 	}
 	return a, nil
+}
+
+// setEpoch moves the stream to the lease's new epoch (after a resume),
+// firing a stop for it that arrived before the grant's reply did.
+func (a *attach) setEpoch(e uint64) {
+	a.mu.Lock()
+	a.epoch = e
+	ev, ok := a.future[e]
+	clear(a.future)
+	a.mu.Unlock()
+	if ok && a.onStop != nil {
+		a.onStop(ev)
+	}
 }
 
 // close ends the stream (a clean close: call it after the lease ended).
@@ -191,19 +208,25 @@ func (a *attach) handle(id, kind string, data []byte) {
 		return
 	}
 	stop := stopOf(data, ev)
+	a.mu.Lock()
+	cur := a.epoch
 	if ev.Kind == EventState {
 		// A state that does not show this epoch held (the sidecar
 		// restarted without it, or it ended while we were away) is a stop.
-		stop = ev.TaskID == "" || ev.Epoch != a.epoch || stop
+		stop = ev.TaskID == "" || ev.Epoch != cur || stop
 		if ev.TaskID == "" {
 			ev.TaskID = a.task
 		}
+	} else if stop && ev.Epoch > cur {
+		a.future[ev.Epoch] = ev // the grant's reply has not told us this epoch yet
+		stop = false
 	}
-	ev.Stop = stop
+	a.mu.Unlock()
+	ev.Stop = ev.Stop || stop
 	if a.onEv != nil {
 		a.onEv(ev)
 	}
-	if stop && (ev.Epoch == 0 || ev.Epoch == a.epoch || ev.Kind == EventState) && a.onStop != nil {
+	if stop && (ev.Epoch == 0 || ev.Epoch == cur || ev.Kind == EventState) && a.onStop != nil {
 		a.onStop(ev)
 	}
 }

@@ -212,11 +212,6 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 		first = s.stateEvents(scope)
 	}
 	c := &sub{task: scope, attach: attach, ch: make(chan Event, ringSize), kicked: make(chan struct{}), tied: map[string]uint64{}}
-	for id, t := range s.tasks {
-		if t.Held && (scope == "" || scope == id) {
-			c.tied[id] = t.Epoch
-		}
-	}
 	s.subs[c] = struct{}{}
 	s.mu.Unlock()
 
@@ -225,6 +220,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
 	write := func(ev Event) bool {
+		if attach && ev.TaskID != "" && (ev.Kind == "state" || ev.Kind == "acquired") {
+			// An attach stream ties the leases it told its worker of.
+			s.mu.Lock()
+			c.tied[ev.TaskID] = ev.Epoch
+			s.mu.Unlock()
+		}
 		b, _ := json.Marshal(ev)
 		_, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.ID, ev.Kind, b)
 		fl.Flush()
@@ -263,11 +264,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 	}
 }
 
-// workerExited gives back the epochs an attach stream tied, unless
-// another attach stream still ties them; caller holds s.mu. Only the tied
-// epochs: a stream a worker closed after WaitExternal may be noticed
-// after the same worker took the task again under a new epoch, which its
-// new stream ties.
+// workerExited gives back the epochs an attach stream tied (the leases
+// it told its worker of), unless another open attach stream tied them
+// too; caller holds s.mu. Only the tied epochs: a later grant of the
+// task is never touched by an older stream's close.
 func (s *Server) workerExited(gone *sub) {
 	for id, epoch := range gone.tied {
 		t := s.tasks[id]

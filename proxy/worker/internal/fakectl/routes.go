@@ -155,11 +155,6 @@ func (s *Server) create(id string) *task {
 func (s *Server) grant(w http.ResponseWriter, t *task) {
 	t.Epoch++
 	t.Held, t.State = true, "leased"
-	for c := range s.subs {
-		if c.attach && c.task == "" { // an unscoped attach ties what is acquired while it is open
-			c.tied[t.ID] = t.Epoch
-		}
-	}
 	s.publish("acquired", t.ID, t.Epoch, "", false)
 	if w == nil {
 		return

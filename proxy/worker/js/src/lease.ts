@@ -101,7 +101,8 @@ export class Lease {
     this.epoch = g.lease.epoch;
     if (g.checkpointData !== undefined && g.checkpointData !== null) this.resumedFrom = g.checkpointData;
     this.signalData = g.task?.signal ? asJSON(Buffer.from(g.task.signal, "base64").toString("utf8")) : undefined;
-    this.attach = await new Attach(this.client, this.taskId, this.epoch, this.onEvent, (ev) => this.stop(ev)).open();
+    // A resumed block keeps its stream; waitExternal moves it to the new epoch.
+    this.attach ??= await new Attach(this.client, this.taskId, this.epoch, this.onEvent, (ev) => this.stop(ev)).open();
   }
 
   /** @internal */
@@ -159,7 +160,8 @@ export class Lease {
       this.unend();
       throw e;
     }
-    this.closeAttach();
+    // The attach stream stays open: nothing is held while waiting, and the same stream
+    // ties the next grant.
     for (let poll = WAIT_POLL_MIN_MS; ; poll = Math.min(poll * 2, WAIT_POLL_MAX_MS)) {
       let g: Grant;
       try {
@@ -169,9 +171,10 @@ export class Lease {
         await new Promise((r) => setTimeout(r, poll));
         continue;
       }
+      await this.take(g);
       this.ended = false;
       this.pending = undefined;
-      await this.take(g);
+      this.attach?.setEpoch(this.epoch); // fires a stop for the new epoch seen meanwhile
       return this.signalData;
     }
   }

@@ -29,8 +29,11 @@ export function stopOf(ev: Partial<LeaseEvent>): boolean {
   return ev.kind === "lost" || ev.kind === "revoked";
 }
 
+/** The block's attach stream, kept across the epochs a waitExternal moves through (so
+ * no close of an old stream can race the next grant). */
 export class Attach {
   private path = "/v1/attach";
+  private readonly future = new Map<number, LeaseEvent>(); // stops for an epoch newer than the one known yet
   private lastId = "";
   private req: http.ClientRequest | undefined;
   private closed = false;
@@ -40,7 +43,7 @@ export class Attach {
   constructor(
     private readonly client: Client,
     readonly taskId: string,
-    readonly epoch: number,
+    private epoch: number,
     private readonly onEvent: ((ev: LeaseEvent) => void) | undefined,
     private readonly onStop: (ev: LeaseEvent) => void,
   ) {}
@@ -48,6 +51,14 @@ export class Attach {
   /** Connect; resolves once the stream answered, rejects when the first connection fails. */
   open(): Promise<this> {
     return new Promise((resolve, reject) => this.connect(() => resolve(this), reject));
+  }
+
+  /** Move to the lease's new epoch, firing a stop for it seen before the grant's reply. */
+  setEpoch(epoch: number): void {
+    this.epoch = epoch;
+    const ev = this.future.get(epoch);
+    this.future.clear();
+    if (ev) this.onStop(ev);
   }
 
   /** End the stream cleanly (after the lease ended). */
@@ -136,8 +147,11 @@ export class Attach {
       // A state that does not show this epoch held is a stop.
       stop = stop || !ev.taskId || ev.epoch !== this.epoch;
       ev.taskId = this.taskId;
+    } else if (stop && ev.epoch > this.epoch) {
+      this.future.set(ev.epoch, ev); // the grant's reply has not told us this epoch yet
+      stop = false;
     }
-    ev.stop = stop;
+    ev.stop = ev.stop || stop;
     this.onEvent?.(ev);
     if (stop && (ev.kind === "state" || !ev.epoch || ev.epoch === this.epoch)) this.onStop(ev);
   }

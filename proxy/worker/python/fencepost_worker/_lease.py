@@ -89,7 +89,8 @@ class Lease:
             self.resumed_from = grant["checkpointData"]
         sig = (grant.get("task") or {}).get("signal")
         self.signal = _as_json(base64.b64decode(sig)) if sig else None
-        self._attach = Attach(self._client, self.task_id, self.epoch, self._on_event, self._stop).open()
+        if self._attach is None:  # else: the block's stream; wait_external moves it to the new epoch
+            self._attach = Attach(self._client, self.task_id, self.epoch, self._on_event, self._stop).open()
 
     def _close_attach(self) -> None:
         a, self._attach = self._attach, None
@@ -142,7 +143,8 @@ class Lease:
         except BaseException:
             self._unend()
             raise
-        self._close_attach()
+        # The attach stream stays open: nothing is held while waiting, and the same
+        # stream ties the next grant.
         poll = WAIT_POLL_MIN
         while True:
             try:
@@ -153,9 +155,10 @@ class Lease:
                 time.sleep(poll)
                 poll = min(poll * 2, WAIT_POLL_MAX)
                 continue
+            self._take(grant)
             with self._lock:
                 self._ended, self._pending = False, None
-            self._take(grant)
+            self._attach.set_epoch(self.epoch)  # fires a stop for the new epoch seen meanwhile
             return self.signal
 
     # async twins: the same calls off the event loop

@@ -26,12 +26,15 @@ def stop_of(ev: dict) -> bool:
 
 
 class Attach:
-    """One epoch's attach stream; on_stop(event) is called once the sidecar says stop."""
+    """The block's attach stream, kept across the epochs a wait_external moves through
+    (so no close of an old stream can race the next grant); on_stop(event) is called
+    when the sidecar says stop for the current epoch."""
 
     def __init__(self, client: Client, task_id: str, epoch: int,
                  on_event: Callable[[dict], None] | None, on_stop: Callable[[dict], None]):
         self.client, self.task_id, self.epoch = client, task_id, epoch
         self.on_event, self.on_stop = on_event, on_stop
+        self.future: dict[int, dict] = {}  # stops for an epoch newer than the one known yet
         self.path = "/v1/attach"
         self.last_id = ""
         self.ready = threading.Event()
@@ -50,6 +53,15 @@ class Attach:
             self.close()
             raise self.conn_error
         return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Move to the lease's new epoch, firing a stop for it seen before the grant's reply."""
+        with self._lock:
+            self.epoch = epoch
+            ev = self.future.pop(epoch, None)
+            self.future.clear()
+        if ev is not None:
+            self.on_stop(ev)
 
     def close(self) -> None:
         """End the stream cleanly (after the lease ended)."""
@@ -136,13 +148,18 @@ class Attach:
         if ev.get("taskId") and ev["taskId"] != self.task_id:
             return
         stop = stop_of(ev)
-        if ev["kind"] == "state":
-            # A state that does not show this epoch held is a stop (the sidecar
-            # restarted without it, or it ended while the stream was down).
-            stop = stop or not ev.get("taskId") or ev.get("epoch") != self.epoch
-            ev["taskId"] = self.task_id
-        ev["stop"] = stop
+        with self._lock:
+            cur = self.epoch
+            if ev["kind"] == "state":
+                # A state that does not show this epoch held is a stop (the sidecar
+                # restarted without it, or it ended while the stream was down).
+                stop = stop or not ev.get("taskId") or ev.get("epoch") != cur
+                ev["taskId"] = self.task_id
+            elif stop and ev.get("epoch", 0) > cur:
+                self.future[ev["epoch"]] = ev  # the grant's reply has not told us this epoch yet
+                stop = False
+        ev["stop"] = ev.get("stop") or stop
         if self.on_event is not None:
             self.on_event(ev)
-        if stop and (ev["kind"] == "state" or ev.get("epoch", 0) in (0, self.epoch)):
+        if stop and (ev["kind"] == "state" or ev.get("epoch", 0) in (0, cur)):
             self.on_stop(ev)

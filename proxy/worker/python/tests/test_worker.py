@@ -187,3 +187,33 @@ def test_worker_death_ends_the_lease_through_attach(fake, tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_worker_death_after_a_resume_ends_the_new_epoch(fake, tmp_path):
+    # The block's one attach stream ties the epoch wait_external resumed under too.
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fake.admin("signal", "t1", b'"go"')  # answered as soon as it waits
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(fw.__file__).parent.parent)!r})\n"
+        "import fencepost_worker as fw\n"
+        f"with fw.task('t1', create=True, client=fw.Client({fake.url!r})) as lease:\n"
+        "    lease.wait_external(60)\n"
+        "    print('held', lease.epoch, flush=True)\n"
+        "    time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline().split()
+        assert line[0] == "held" and int(line[1]) == 2
+        assert fake.task("t1")["held"] and fake.task("t1")["attached"] == 1
+        os.kill(p.pid, signal.SIGKILL)
+        eventually(lambda: not fake.task("t1")["held"], "the resumed lease to end when the worker died")
+    finally:
+        p.kill()
+        p.wait()
