@@ -111,7 +111,11 @@ func (l *Lease) Checkpoint(ctx context.Context, step string, data any) error {
 	if err != nil {
 		return err
 	}
-	return l.after(l.c.call(ctx, "/v1/checkpoint", map[string]any{"taskId": l.taskID, "step": step, "data": raw}, nil))
+	body := map[string]any{"taskId": l.taskID, "step": step}
+	if raw != nil {
+		body["data"] = raw
+	}
+	return l.after(l.c.call(ctx, "/v1/checkpoint", body, nil))
 }
 
 // Progress marks progress without a checkpoint (carried to the cluster by
@@ -131,7 +135,11 @@ func (l *Lease) Complete(ctx context.Context, result any) error {
 	if err != nil {
 		return err
 	}
-	return l.end(ctx, "/v1/complete", map[string]any{"taskId": l.taskID, "result": raw})
+	body := map[string]any{"taskId": l.taskID}
+	if raw != nil {
+		body["result"] = raw // absent, not null, when there is none (as the other SDKs send it)
+	}
+	return l.end(ctx, "/v1/complete", body)
 }
 
 // Fail ends the lease with the task failed for reason.
