@@ -41,6 +41,8 @@ type DevPorts struct {
 	Fenced int `yaml:"fenced" doc:"fenced service port"`
 	// FencedTLS serves the fenced service over HTTPS, to try interception.
 	FencedTLS int `yaml:"fenced_tls" doc:"fenced service HTTPS port"`
+	// Console is the operator console's port (the web UI).
+	Console int `yaml:"console" doc:"operator console port"`
 }
 
 // DefaultDev returns the dev defaults.
@@ -48,7 +50,7 @@ func DefaultDev() *Dev {
 	return &Dev{
 		DataDir: "./fencepost-data/dev",
 		Task:    "dev-task",
-		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490, FencedTLS: 7491},
+		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490, FencedTLS: 7491, Console: 7470},
 		// A person reads dev logs in a terminal, so they default to console.
 		Log: Log{Level: "info", Format: "console"},
 	}
@@ -71,6 +73,7 @@ func (d *Dev) ports() []struct {
 	}{
 		{"ports.http", d.Ports.HTTP}, {"ports.raft", d.Ports.Raft}, {"ports.proxy", d.Ports.Proxy},
 		{"ports.control", d.Ports.Control}, {"ports.fenced", d.Ports.Fenced}, {"ports.fenced_tls", d.Ports.FencedTLS},
+		{"ports.console", d.Ports.Console},
 	}
 }
 

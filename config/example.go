@@ -265,6 +265,7 @@ ports:
   control: 7481                # sidecar control API
   fenced: 7490                 # fenced service
   fenced_tls: 7491             # fenced service over HTTPS (intercepted by the sidecar)
+  console: 7470                # operator console (web UI)
 
 log:
   level: info                  # debug, info, warn or error

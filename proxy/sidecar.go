@@ -381,3 +381,14 @@ func (f fastLogger) Printf(format string, args ...any) {
 		ce.Write(zap.String("msg", fmt.Sprintf(format, args...)))
 	}
 }
+
+// reportRenewal logs one step of the interception CA's renewal: the
+// steps at info, a failed one (the bundle could not be written, so the
+// switch waits) at warn.
+func (s *Sidecar) reportRenewal(e mitm.Event) {
+	if e.Kind == mitm.Failed {
+		s.log.Warn("interception CA renewal failed; retrying", zap.Time("signingCAExpires", e.NotAfter), zap.Error(e.Err))
+		return
+	}
+	s.log.Info("interception CA renewal", zap.String("step", string(e.Kind)), zap.Time("notAfter", e.NotAfter))
+}

@@ -24,8 +24,9 @@ const devUsage = `Usage: fencepost dev [flags]
 
 Runs the embedded default on loopback, in one process, with no external
 services: a one-node lease cluster (its data kept in data_dir across
-restarts), a sidecar holding the task dev-task, and the reference fenced
-service. It prints what to export for a worker and a fenced call to try.
+restarts), a sidecar holding the task dev-task, the reference fenced
+service and the operator console (ports.console, 7470). It prints what
+to export for a worker and a fenced call to try.
 Ctrl-C stops everything; the sidecar gives its lease back first.
 
 Examples:
@@ -122,6 +123,12 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		return err
 	}
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
+	con, err := startDevConsole(net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Ports.Console)), clusterAddr, sec.operator,
+		[]string{"http://" + sc.ControlAddr() + "/metrics", "http://" + fenced.Addr() + "/metrics"}, "http://"+fenced.Addr()+"/v1/log", log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, con.Close()) }()
 
 	if cfg.Task != "" && !waitHeld(ctx, sc, cfg.Task, devLeaseWait) {
 		log.Warn("the sidecar does not hold the task yet; writes get 409 no-lease until it does", zap.String("task", cfg.Task))
@@ -132,7 +139,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		self, err = "fencepost", nil
 	}
 	printDevHelp(stdout, devHelp{ctl: devCtl(self, clusterAddr, sec.operator), cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
-		fenced: fencedURL(fenced.Addr()), task: cfg.Task, certDir: tlsDir, caFile: sec.operator.CAFile, extraSigned: cfg.SignatureHosts})
+		fenced: fencedURL(fenced.Addr()), task: cfg.Task, certDir: tlsDir, caFile: sec.operator.CAFile, extraSigned: cfg.SignatureHosts, console: con.URL()})
 	revoke := devCtl(self, clusterAddr, sec.operator) + " tasks revoke " + cfg.Task
 	printDevHTTPS(stdout, revoke, sc.ProxyAddr(), "https"+strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http"), sccfg.Intercept.BundleFile, cfg.Task)
 	<-ctx.Done()
@@ -197,6 +204,7 @@ type devHelp struct {
 	caFile  string // the cluster CA (absolute), to fetch /v1/keys over TLS
 
 	extraSigned []string // the user's signature_hosts
+	console     string   // the operator console's URL
 }
 
 // signedNow lists the user's hosts that get signatures.
@@ -220,6 +228,7 @@ fencepost dev is running (Ctrl-C to stop)
   sidecar control  http://%[4]s        (GET /v1/lease, /v1/events, /metrics)
   fenced service   %[5]s   (GET /v1/log)
   task held        %[6]s
+  console          %[11]s   (tasks, timelines, workers, health; as the dev operator)
 
 In the worker's shell:
 
@@ -255,7 +264,7 @@ names it (signed for now: %[10]s):
   keys for its validator: https://%[2]s/v1/keys   CA: %[9]s
 
 `, h.ctl, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost, shellQuote(h.certDir),
-		shellQuote(h.caFile), signedNow(h.extraSigned))
+		shellQuote(h.caFile), signedNow(h.extraSigned), h.console)
 }
 
 // devIdentities are the certificates `fencepost dev` runs with.
