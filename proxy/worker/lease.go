@@ -80,6 +80,10 @@ func (l *Lease) stop(ev Event) {
 	close(l.lostCh)
 	l.mu.Unlock()
 	l.cancel(l.lost)
+	// The epoch is over: detach at once, so this stream cannot tie the
+	// next owner's grant of the task (the sidecar ties what a stream told
+	// its worker of, acquisitions included).
+	go l.closeAttach()
 }
 
 // check returns the loss, if any, before a call.

@@ -59,11 +59,12 @@ type Event struct {
 }
 
 type sub struct {
-	task   string
-	attach bool
-	ch     chan Event
-	kicked chan struct{}     // closed when the server ends the stream itself
-	tied   map[string]uint64 // the epochs this attach stream ties, by task
+	task    string
+	attach  bool
+	ch      chan Event
+	kicked  chan struct{}     // closed when the server ends the stream itself
+	tied    map[string]uint64 // the epochs this attach stream ties, by task (guarded by Server.mu)
+	stopped map[string]bool   // tasks this stream delivered a stop for (guarded by Server.mu)
 }
 
 // Server is the fake control API.
@@ -211,7 +212,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 	} else {
 		first = s.stateEvents(scope)
 	}
-	c := &sub{task: scope, attach: attach, ch: make(chan Event, ringSize), kicked: make(chan struct{}), tied: map[string]uint64{}}
+	c := &sub{task: scope, attach: attach, ch: make(chan Event, ringSize), kicked: make(chan struct{}), tied: map[string]uint64{}, stopped: map[string]bool{}}
 	s.subs[c] = struct{}{}
 	s.mu.Unlock()
 
@@ -220,10 +221,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, attach bool
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
 	write := func(ev Event) bool {
-		if attach && ev.TaskID != "" && (ev.Kind == "state" || ev.Kind == "acquired") {
-			// An attach stream ties the leases it told its worker of.
+		if attach && ev.TaskID != "" {
+			// An attach stream ties the leases it told its worker of, but
+			// not a grant after a stop it delivered: a stopped worker is not
+			// the next owner.
 			s.mu.Lock()
-			c.tied[ev.TaskID] = ev.Epoch
+			switch {
+			case ev.Stop:
+				c.stopped[ev.TaskID] = true
+			case ev.Kind == "state" || (ev.Kind == "acquired" && !c.stopped[ev.TaskID]):
+				c.tied[ev.TaskID] = ev.Epoch
+			}
 			s.mu.Unlock()
 		}
 		b, _ := json.Marshal(ev)

@@ -72,6 +72,9 @@ export class Lease {
     }
     this.error = new LeaseLostError({ code: "lease_lost", title: ev.kind, detail: `${ev.kind} ${ev.reason ?? ""}`.trim(), epoch: ev.epoch });
     this.ac.abort(this.error);
+    // The epoch is over: detach at once, so this stream cannot tie the next owner's
+    // grant of the task (the sidecar ties what a stream told its worker of).
+    this.closeAttach();
   }
 
   /** Throw the LeaseLostError when the lease is over. */

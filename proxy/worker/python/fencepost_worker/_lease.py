@@ -63,6 +63,9 @@ class Lease:
         self.lost.set()
         for h in hooks:
             h()
+        # The epoch is over: detach at once, so this stream cannot tie the next
+        # owner's grant of the task (the sidecar ties what a stream told its worker of).
+        self._close_attach()
 
     def check(self) -> None:
         """Raise LeaseLost when the lease is over."""
