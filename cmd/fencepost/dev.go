@@ -32,6 +32,7 @@ Ctrl-C stops everything; the sidecar gives its lease back first.
 Examples:
   fencepost dev
   fencepost dev --data-dir /tmp/fp-dev --ports-proxy 8480
+  fencepost dev --trace-console        # print every span as a JSON line
 `
 
 func init() {
@@ -63,6 +64,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serveDev starts the three parts in dependency order, prints the
 // instructions, waits for ctx and stops them in reverse order.
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
+	// One exporter for the process; each part is its own service, so a
+	// trace shows the hops. Flushed after every part has stopped.
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return startError(err)
+	}
+	defer stopTraces()
 	scfg := cfg.Server()
 	sccfg := cfg.Sidecar()
 	// The cluster signs only with a key file its members hold (the key
@@ -86,6 +94,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	if err != nil {
 		return startError(err)
 	}
+	ncfg.HTTP.TracerProvider = traces.Provider("server")
 	n, err := node.Start(ncfg)
 	if err != nil {
 		return startError(err)
@@ -95,7 +104,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 
 	fcfg := cfg.Fenced()
 	fcfg.KeysFrom, fcfg.KeysCAFile = "https://"+clusterAddr, sec.member.CAFile
-	fenced, err := startFenced(ctx, fcfg, log.Named("fenced"), newRegistry())
+	fenced, err := startFenced(ctx, fcfg, log.Named("fenced"), newRegistry(), traces.Provider("fenced"))
 	if err != nil {
 		return err
 	}
@@ -118,7 +127,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	// user named for a validator of their own (signature_hosts).
 	sccfg.SignatureHosts = append([]string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
 		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}, cfg.SignatureHosts...)
-	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
+	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry(), traces.Provider("sidecar"))
 	if err != nil {
 		return err
 	}

@@ -18,15 +18,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/fenceotel"
+	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -93,6 +95,9 @@ type Config struct {
 	// AuditLogger receives the audit log (operator actions, membership
 	// changes, body reads and every denial); nil uses Logger named "audit".
 	AuditLogger *zap.Logger
+	// TracerProvider, when set, opens a server span per API request
+	// (trace.go); nil is tracing off, at no cost per request.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -154,6 +159,7 @@ type Server struct {
 	auditLog    *zap.Logger
 	bodyReaders map[string]bool
 	limiter     *limiter
+	tracer      trace.Tracer // nil when tracing is off
 
 	// readCtx parents the context of every read (GET, HEAD) and is
 	// cancelled when Close starts: a read, long polls included, can be
@@ -183,6 +189,9 @@ func New(cfg Config, store Store) (*Server, error) {
 	}
 	if cfg.Pprof {
 		s.pprof = pprofHandler()
+	}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	s.metrics = newHTTPMetrics(cfg.Gatherer)
@@ -302,7 +311,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		}
 		if err != nil {
 			writeProblem(rc, problemFor(err, string(rc.Path())))
-			s.audit(who, PermProfile, rc, "pprof", "", err)
+			s.audit(context.Background(), who, PermProfile, rc, "pprof", "", err)
 			return
 		}
 		s.pprof(rc)
@@ -326,14 +335,25 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	var (
 		who  principal
 		perm Permission
+		// tc is the request's trace context: its server span when
+		// tracing is on and the route is an API one, else Background.
+		tc   = context.Background()
+		span trace.Span
 	)
 	if err == nil {
 		ep, ok := r.methods[string(rc.Method())]
+		if ok && ep.raw == nil && s.tracer != nil {
+			tc, span = s.startSpan(rc, template, rid, start)
+			defer fasthttptrace.EndServer(span, rc)
+		}
 		if ok {
 			// Authorization is decided here, once per request.
 			perm = ep.perm
 			if who, err = s.identify(rc); err == nil {
 				err = s.authorize(who, ep)
+			}
+			if span != nil {
+				span.SetAttributes(fenceotel.CallerRole.String(who.role()))
 			}
 			if err == nil {
 				err = s.limit(who)
@@ -347,28 +367,28 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		case ep.raw != nil:
 			ep.raw(s, rc)
 		default:
-			forwarded, err = s.serveJSON(rc, ep, rid, p, who)
+			forwarded, err = s.serveJSON(tc, rc, ep, rid, p, who)
 		}
 	}
 	if err != nil {
 		p := problemFor(err, string(rc.Path()))
 		if p.Code == api.CodeInternal {
-			s.log.Error("request failed", zap.String("rid", rid), zap.String("route", template), zap.Error(err))
+			s.log.Error("request failed", withTrace(tc, zap.String("rid", rid), zap.String("route", template), zap.Error(err))...)
 		}
 		writeProblem(rc, p)
 	}
 	// A request relayed to the leader is audited there, under its caller
 	// and with the leader's answer; here only one refused or failed.
 	if perm != "" && !(forwarded && err == nil) {
-		s.audit(who, perm, rc, template, rid, err)
+		s.audit(tc, who, perm, rc, template, rid, err)
 	}
-	s.observe(rc, template, rid, forwarded, start)
+	s.observe(tc, rc, template, rid, forwarded, start)
 }
 
 // serveJSON runs a JSON endpoint and writes its success answer; it returns
 // the error to turn into a problem, if any. A Store answer of ErrNotLeader
 // is forwarded to the leader instead (forwarded reports that).
-func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p params, who principal) (forwarded bool, err error) {
+func (s *Server) serveJSON(tc context.Context, rc *fasthttp.RequestCtx, ep endpoint, rid string, p params, who principal) (forwarded bool, err error) {
 	q, err := queryArgs(rc.QueryArgs(), ep.query...)
 	if err != nil {
 		return false, err
@@ -380,10 +400,13 @@ func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p p
 	ctx, cancel := context.WithTimeout(parent, s.cfg.RequestTimeout)
 	defer cancel()
 	ctx = raftstore.WithCaller(ctx, who.caller())
+	if span := trace.SpanFromContext(tc); span.IsRecording() {
+		ctx = trace.ContextWithSpan(ctx, span)
+	}
 	c := &call{who: who, ctx: ctx, rc: rc, rid: rid, p: p, query: q}
 	status, body, err := ep.json(s, c)
 	if isNotLeader(err) {
-		return true, s.forward(rc, rid, who)
+		return true, s.forward(tc, rc, rid, who)
 	}
 	if err != nil {
 		return false, err
@@ -423,28 +446,6 @@ func newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
-}
-
-func (s *Server) health(rc *fasthttp.RequestCtx) {
-	rc.SetContentType("text/plain; charset=utf-8")
-	rc.SetStatusCode(http.StatusOK)
-	rc.SetBodyString("ok\n")
-}
-
-func (s *Server) ready(rc *fasthttp.RequestCtx) {
-	if err := s.store.Ready(); err != nil {
-		p := problemFor(err, api.PathReady)
-		// Whatever the reason, a node that is not ready is unavailable to
-		// load balancers and orchestrators, which only look at the status.
-		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
-		p.Type, p.Title = api.ProblemTypeBase+p.Code, http.StatusText(p.Status)
-		p.Detail = "not ready: " + err.Error()
-		writeProblem(rc, p)
-		return
-	}
-	rc.SetContentType("text/plain; charset=utf-8")
-	rc.SetStatusCode(http.StatusOK)
-	rc.SetBodyString("ok\n")
 }
 
 // fasthttpLogger routes fasthttp's own messages (connection errors) to zap.
