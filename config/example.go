@@ -102,6 +102,9 @@ tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  # Revocation list ('fencepost tls crl create'): certificates it lists are
+  # refused on raft and the API. Re-read when it changes. Empty: none.
+  crl_file: ""
 
 log:
   level: info                  # debug, info, warn or error
@@ -120,6 +123,7 @@ cluster_tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  crl_file: ""                 # revoked members are refused. Empty: none
 # Worker id recorded in leases. Empty: derived from the host name.
 worker_id: ""
 # The worker's HTTP_PROXY. Loopback only.
@@ -236,6 +240,7 @@ tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  crl_file: ""                 # revocation list. Empty: none
 
 log:
   level: info                  # debug, info, warn or error
