@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy"
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
@@ -77,6 +80,12 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		return nil, err
 	}
 	if src != nil {
+		// The cluster refuses a session under a worker id the certificate
+		// does not name; say so at start, naming the key.
+		if ids := pki.WorkerIDs(src.Current().Leaf); !slices.Contains(ids, cfg.WorkerID) {
+			return nil, fmt.Errorf("%w: worker_id %q: the cluster_tls certificate may open sessions only as %q (set worker_id to one, or issue the certificate with --worker-ids)",
+				config.ErrInvalid, cfg.WorkerID, ids)
+		}
 		timeout := pc.ClusterTimeout
 		if timeout == 0 {
 			timeout = proxy.DefaultClusterTimeout

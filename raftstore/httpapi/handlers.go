@@ -23,6 +23,9 @@ func (s *Server) openSession(c *call) (int, any, error) {
 	if err := requireIDs("workerId", req.WorkerID); err != nil {
 		return 0, nil, err
 	}
+	if err := c.who.checkWorker(req.WorkerID); err != nil {
+		return 0, nil, err
+	}
 	sess, err := s.store.OpenSession(c.ctx, c.rid, req)
 	return http.StatusCreated, sess, err
 }
