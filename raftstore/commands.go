@@ -126,7 +126,7 @@ func (c *Commands) Checkpoint(taskID string, req api.CheckpointRequest) (*lease.
 		return nil, err
 	}
 	return &lease.Command{Op: lease.OpCheckpoint, TaskID: taskID, SessionID: req.SessionID,
-		Epoch: req.Epoch, Seq: req.Seq, Step: req.Step, Data: req.Data}, nil
+		Epoch: req.Epoch, Seq: req.Seq, Step: req.Step, Data: req.Data, SeqWindow: lease.MaxCheckpointSeqJump}, nil
 }
 
 func (c *Commands) holderArgs(taskID, sessionID string, epoch uint64) error {

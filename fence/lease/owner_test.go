@@ -125,3 +125,34 @@ func TestCheckTaskID(t *testing.T) {
 	require.NoError(t, CheckPriority(MaxPriority))
 	require.ErrorIs(t, CheckPriority(-1<<63), ErrInvalid)
 }
+
+// TestCheckpointSeqJumpIsBounded replays the jam: one request setting seq
+// to the ceiling is refused; a jump within the window is accepted; a new
+// owner then checkpoints above its predecessor; an entry without a window
+// (written before the rule) applies as it did.
+func TestCheckpointSeqJumpIsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.ok(Command{Op: OpOpenSession, SessionID: "s", WorkerID: "w"})
+	h.ok(Command{Op: OpOpenSession, SessionID: "s2", WorkerID: "w2"})
+	h.ok(Command{Op: OpCreateTask, TaskID: "t", TTL: ttl})
+	ep := h.ok(Command{Op: OpAcquire, TaskID: "t", SessionID: "s"}).Lease.Epoch
+	c := Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s", Epoch: ep, SeqWindow: MaxCheckpointSeqJump}
+	c.Seq = MaxCheckpointSeq
+	h.noop(c, ErrCheckpointSeqJump)
+	c.Seq = MaxCheckpointSeqJump + 1
+	h.noop(c, ErrCheckpointSeqJump)
+	c.Seq = MaxCheckpointSeqJump
+	h.ok(c)
+	c.Seq = 2*MaxCheckpointSeqJump + 1
+	h.noop(c, ErrCheckpointSeqJump)
+	require.Equal(t, "checkpoint_seq_jump", ErrorCode(ErrCheckpointSeqJump))
+
+	h.ok(Command{Op: OpRevoke, TaskID: "t"})
+	h.advance(ttl)
+	ep2 := h.ok(Command{Op: OpAcquire, TaskID: "t", SessionID: "s2"}).Lease.Epoch
+	next := h.ok(Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s2", Epoch: ep2, SeqWindow: MaxCheckpointSeqJump})
+	require.Equal(t, uint64(MaxCheckpointSeqJump+1), next.Task.Checkpoint.Seq, "the new owner goes on above the old seq")
+
+	legacy := Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s2", Epoch: ep2, Seq: MaxCheckpointSeq}
+	h.ok(legacy)
+}
