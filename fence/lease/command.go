@@ -83,7 +83,7 @@ type Command struct {
 	// the rule) applies no window, so replaying an old log gives the state
 	// it gave then.
 	SeqWindow uint64 `json:"seqWin,omitempty"`
-	Data []byte `json:"data,omitempty"`
+	Data      []byte `json:"data,omitempty"`
 
 	// OpWait (deadline, zero = none), OpIntent (effect deadline).
 	Deadline time.Time `json:"deadline,omitzero"`
