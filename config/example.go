@@ -83,8 +83,9 @@ leases:
   # quota_exceeded. 0 is unlimited.
   quota:
     sessions: 64
-    tasks: 100000               # tasks it created and nobody deleted yet
-    bytes: 1GiB                 # payload bytes of those tasks
+    tasks: 10000                # tasks it created and nobody deleted yet
+    bytes: 32MiB                # payload bytes of those tasks
+    cluster_bytes: 128MiB       # payload bytes of all identities together
     requests_per_second: 1000   # API calls; past them 429 rate_limited. A sidecar
     request_burst: 2000         # certificate shared by a fleet needs more
 

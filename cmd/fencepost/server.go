@@ -155,5 +155,5 @@ func quota(q config.Quota) lease.Quota {
 		return v
 	}
 	return lease.Quota{Sessions: int(unlimited(int64(q.Sessions))), Tasks: int(unlimited(int64(q.Tasks))),
-		Bytes: unlimited(int64(q.Bytes))}
+		Bytes: unlimited(int64(q.Bytes)), TotalBytes: unlimited(int64(q.ClusterBytes))}
 }

@@ -18,6 +18,9 @@ type Model struct {
 	queue claimQueue
 	// owned maps an identity to what it holds (quotas); derived.
 	owned map[string]*usage
+	// ownedBytes is the payload bytes of every owned task, all identities
+	// together (Quota.TotalBytes); derived.
+	ownedBytes int64
 
 	dedup dedupLog
 	// lastIndex is the raft index of the last applied command.

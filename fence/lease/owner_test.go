@@ -2,6 +2,7 @@ package lease
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -155,4 +156,33 @@ func TestCheckpointSeqJumpIsBounded(t *testing.T) {
 
 	legacy := Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s2", Epoch: ep2, Seq: MaxCheckpointSeq}
 	h.ok(legacy)
+}
+
+// TestPayloadBudgetIsClusterWide: identities each within their share
+// cannot together hold more than the budget; deleting frees it; a task
+// without payload is not refused by it.
+func TestPayloadBudgetIsClusterWide(t *testing.T) {
+	h := newHarness(t)
+	q := &Quota{Bytes: 10, TotalBytes: 25}
+	for i, owner := range []string{"sidecar/a", "sidecar/b"} {
+		for j := range 2 {
+			h.ok(Command{Op: OpCreateTask, TaskID: fmt.Sprintf("t%d%d", i, j), TTL: ttl, Owner: owner, Quota: q, Payload: make([]byte, 5)})
+		}
+	}
+	res := h.noop(Command{Op: OpCreateTask, TaskID: "c1", TTL: ttl, Owner: "sidecar/c", Quota: q, Payload: make([]byte, 6)}, ErrQuota)
+	require.ErrorContains(t, res.Err, "payload budget")
+	h.ok(Command{Op: OpCreateTask, TaskID: "c2", TTL: ttl, Owner: "sidecar/c", Quota: q})
+	h.ok(Command{Op: OpCreateTask, TaskID: "c3", TTL: ttl, Owner: "sidecar/c", Quota: q, Payload: make([]byte, 5)})
+	h.ok(Command{Op: OpCancel, TaskID: "t00"})
+	h.ok(Command{Op: OpDeleteTask, TaskID: "t00"})
+	h.ok(Command{Op: OpCreateTask, TaskID: "c4", TTL: ttl, Owner: "sidecar/c", Quota: q, Payload: make([]byte, 5)})
+
+	// The budget is derived state: a restored model enforces it alike.
+	var buf bytes.Buffer
+	err := h.m.WriteSnapshot(&buf)
+	require.NoError(t, err)
+	m := New()
+	require.NoError(t, m.ReadSnapshot(&buf))
+	require.Equal(t, h.m.ownedBytes, m.ownedBytes)
+	require.Equal(t, int64(25), m.ownedBytes)
 }
