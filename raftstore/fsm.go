@@ -62,6 +62,7 @@ var entryHandlers = map[entryType]entryHandler{
 	entryNode:    applyNode,
 	entryKey:     applyKey,
 	entryRemoved: applyRemoved,
+	entryBatch:   applyBatch,
 }
 
 // encodeEntry builds a log entry: the type byte followed by JSON.
