@@ -248,6 +248,17 @@ func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, ro
 	missing, isDenied := deniedPermission(err)
 	if isDenied {
 		s.metrics.denied.WithLabelValues(missing, string(p.id.Role)).Inc()
+	}
+	if isRefusal(err) {
+		// A repeat of a refusal in the same burst is counted, not logged
+		// (denials.go).
+		k := denialKey{who: p.id.String(), missing: missing, route: route, source: sourceIP(rc)}
+		if !isDenied {
+			k.missing = "authentication"
+		}
+		if !s.denials.note(k, rc.Response.StatusCode()) {
+			return
+		}
 	} else if !audited[perm] {
 		return
 	}

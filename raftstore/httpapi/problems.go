@@ -61,6 +61,7 @@ var problemTable = func() []problemMapping {
 		{ErrWorkerNotBound, http.StatusForbidden, CodeWorkerNotBound},
 		{ErrForbidden, http.StatusForbidden, CodeForbidden},
 		{ErrRateLimited, http.StatusTooManyRequests, CodeRateLimited},
+		{ErrBodyBudget, http.StatusServiceUnavailable, api.CodeUnavailable},
 
 		{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
 		// ErrNotLeader only reaches this table when forwarding was impossible.
