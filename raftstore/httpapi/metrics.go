@@ -29,7 +29,7 @@ type httpMetrics struct {
 	// refusalsLimited counts requests answered 429 because their caller
 	// was refused too often (refusals.go).
 	refusalsLimited prometheus.Counter
-	handler  fasthttp.RequestHandler
+	handler         fasthttp.RequestHandler
 }
 
 func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {

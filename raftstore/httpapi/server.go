@@ -32,11 +32,11 @@ import (
 
 // Defaults applied to zero Config fields.
 const (
-	DefaultMaxBodyBytes   = 2 << 20
+	DefaultMaxBodyBytes = 2 << 20
 	// DefaultBodyBudget bounds the request bodies all callers have in
 	// processing at once (Config.BodyBudget): 32 bodies of the largest
 	// size. Each identity may use a quarter of it.
-	DefaultBodyBudget = 32 * DefaultMaxBodyBytes
+	DefaultBodyBudget     = 32 * DefaultMaxBodyBytes
 	DefaultReadTimeout    = 10 * time.Second
 	DefaultWriteTimeout   = 10 * time.Second
 	DefaultIdleTimeout    = 60 * time.Second
