@@ -230,6 +230,13 @@ require_signature: false
 # Accept unsigned tokens although keys_from is set. Unsafe: an unsigned
 # epoch 2^64-1 locks a task's real owner out for good.
 allow_unsigned: false
+# The in-memory store keeps every task's floor and never forgets one: past
+# max_tasks a new task is refused (503 store-full), and one holder (a signed
+# token's worker id) may add at most max_tasks_per_holder of them, so one
+# worker cannot take the table. 0: the defaults (100000 and 20000). For
+# production, a SQL store (package fence/sqlstore) has no table cap.
+max_tasks: 0
+max_tasks_per_holder: 0
 # Serve GET /v1/log (every accepted write) for demos and tests.
 serve_log: false
 
