@@ -173,7 +173,9 @@ func checkPortFree(p *problems, key, addr string) {
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		p.runtime(key, "cannot listen on %s: %s", addr, listenMsg(err))
+		// The person reading this wants the port moved, not explained:
+		// name the flag that moves it (every key has one, flagName).
+		p.runtime(key, "cannot listen on %s: %s (move it with --%s)", addr, listenMsg(err), flagName(key))
 		return
 	}
 	_ = l.Close()

@@ -17,6 +17,10 @@ type Dev struct {
 	// Task is the task the embedded sidecar holds (one-task mode), so a
 	// fenced call works right away.
 	Task string `yaml:"task" doc:"task the embedded sidecar creates and holds"`
+	// SignatureHosts are host:port targets of your own (a service behind
+	// your own validator) that get the token's signature too, besides the
+	// embedded fenced service, which always does.
+	SignatureHosts []string `yaml:"signature_hosts" doc:"more host:port targets that get the token signature (the embedded fenced service always does)"`
 	// Log configures logging for every part.
 	Log Log `yaml:"log"`
 }
@@ -79,6 +83,7 @@ func (d *Dev) Validate() error {
 	if d.Task != "" {
 		checkName(&p, "task", d.Task)
 	}
+	checkSignatureHosts(&p, d.SignatureHosts)
 	used := map[int]string{}
 	for _, pt := range d.ports() {
 		if pt.port < 0 || pt.port > 65535 {
@@ -135,6 +140,7 @@ func (d *Dev) Sidecar() *Sidecar {
 	// the CA bundle sits beside the node's data.
 	s.Intercept.Hosts = []string{"*"}
 	s.Intercept.BundleFile = filepath.Join(d.DataDir, "ca-bundle.pem")
+	s.SignatureHosts = d.SignatureHosts
 	s.Log = d.Log
 	return s
 }

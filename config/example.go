@@ -261,6 +261,9 @@ const exampleDev = `# fencepost dev: a one-node cluster, a sidecar and the fence
 data_dir: ./fencepost-data/dev
 # Task the embedded sidecar creates and holds, so a fenced call works at once.
 task: dev-task
+# host:port of your own services (behind your own fence validator) that get
+# the token's signature too; the embedded fenced service always does.
+signature_hosts: []
 
 # Port 0 picks a free port.
 ports:

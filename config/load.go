@@ -200,7 +200,7 @@ func applyEnv(role Role, cfg Config, env []string, p *problems) {
 			}
 			continue
 		}
-		if otherRoleHas(role, name) {
+		if otherRoleHas(role, name) || slices.Contains(clientEnv, name) {
 			continue
 		}
 		p.add(&FieldError{Where: "env " + name, Msg: "unknown variable: no " + string(role) +

@@ -260,12 +260,7 @@ func (s *Sidecar) Validate() error {
 	}
 	s.Writes.validate(&p)
 	s.TLS.validate(&p)
-	for i, a := range s.SignatureHosts {
-		key := indexKey("signature_hosts", i)
-		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {
-			p.invalid(key, "must name a host and a non-zero port (got %q)", a)
-		}
-	}
+	checkSignatureHosts(&p, s.SignatureHosts)
 	for i, a := range s.Connect.Allow {
 		key := indexKey("connect.allow", i)
 		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {
@@ -392,4 +387,15 @@ func (s *Sidecar) CheckRuntime() error {
 	}
 	checkReadable(&p, "intercept.upstream_ca_file", s.Intercept.UpstreamCAFile)
 	return p.err()
+}
+
+// checkSignatureHosts checks signature_hosts (sidecar and dev): each a host
+// and a non-zero port.
+func checkSignatureHosts(p *problems, hosts []string) {
+	for i, a := range hosts {
+		key := indexKey("signature_hosts", i)
+		if host, port, ok := checkAddr(p, key, a); ok && (host == "" || port == 0) {
+			p.invalid(key, "must name a host and a non-zero port (got %q)", a)
+		}
+	}
 }

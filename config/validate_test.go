@@ -182,7 +182,7 @@ func TestCheckRuntime(t *testing.T) {
 	require.ErrorIs(t, err, ErrRuntime)
 	require.Equal(t, []string{
 		"config: data_dir: cannot use " + s.DataDir + ": not a directory",
-		"config: http_addr: cannot listen on " + l.Addr().String() + ": address already in use",
+		"config: http_addr: cannot listen on " + l.Addr().String() + ": address already in use (move it with --http-addr)",
 		"config: signing.key_file: cannot read " + s.Signing.KeyFile + ": no such file or directory",
 	}, lines(err))
 
@@ -199,7 +199,8 @@ func TestCheckRuntime(t *testing.T) {
 	d := DefaultDev()
 	d.DataDir = dir
 	d.Ports = DevPorts{HTTP: l.Addr().(*net.TCPAddr).Port}
-	require.Equal(t, []string{"config: ports.http: cannot listen on " + l.Addr().String() + ": address already in use"}, lines(d.CheckRuntime()))
+	require.Equal(t, []string{"config: ports.http: cannot listen on " + l.Addr().String() + ": address already in use (move it with --ports-http)"},
+		lines(d.CheckRuntime()), "the error names the flag that moves the port")
 
 	sc := DefaultSidecar()
 	sc.ProxyAddr, sc.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"

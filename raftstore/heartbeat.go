@@ -193,7 +193,7 @@ func (s *Store) namedLeaseState(sessionID string, h api.HeldLease) api.LeaseStat
 	if cur := t.Lease; cur != nil && cur.Status.Live() && (cur.Epoch != h.Epoch || cur.SessionID != sessionID) {
 		// Someone else holds the task now while this sidecar believes it
 		// does: a possible double execution.
-		s.m.alarms.WithLabelValues("heartbeat_foreign_lease").Inc()
+		s.m.alarms.WithLabelValues(alarmHeartbeatForeign).Inc()
 		s.log.Warn("heartbeat names a lease someone else holds", zap.String("task", h.TaskID),
 			zap.Uint64("epoch", h.Epoch), zap.Uint64("currentEpoch", cur.Epoch), zap.String("session", sessionID))
 	}

@@ -25,6 +25,7 @@ type metrics struct {
 	sessionsClosed   prometheus.Counter
 	pausedSeconds    prometheus.Histogram
 	alarms           *prometheus.CounterVec
+	acquireContended prometheus.Counter
 	proposalLatency  prometheus.Histogram
 	applyErrors      *prometheus.CounterVec
 	verifyRounds     prometheus.CounterFunc
@@ -55,8 +56,9 @@ func newMetrics(s *Store) *metrics {
 			Name: "paused_waiting_seconds", Help: "Time tasks spent in paused_waiting_external, observed when signalled.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 4, 12)}),
 		alarms: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "cluster",
-			Name: "double_execution_alarms_total", Help: "Signs of two workers on one task: kind=heartbeat_foreign_lease (a heartbeat for a lease someone else holds), kind=acquire_held (an acquire of a task another session holds)."},
+			Name: "double_execution_alarms_total", Help: "Signs of two workers acting for one task: kind=heartbeat_foreign_lease (a heartbeat for a lease someone else holds), kind=superseded_owner_acted (a checkpoint, wait, release or journal intent under an epoch a newer owner's lease replaced)."},
 			[]string{"kind"}),
+		acquireContended: counter("acquire_contended_total", "Acquires and claims refused because another session holds the task (lease_held): hot standbys waiting their turn, not a double execution."),
 		proposalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: "cluster",
 			Name: "proposal_duration_seconds", Help: "Time from raft.Apply to the entry being applied on the leader.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
@@ -74,14 +76,12 @@ func newMetrics(s *Store) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: "raft", Name: name, Help: help}, f)
 	}
-	// Known label values start at 0, so the first alarm is an increase an
-	// alert rule can see.
-	for _, k := range []string{"heartbeat_foreign_lease", "acquire_held"} {
+	for _, k := range alarmKinds {
 		m.alarms.WithLabelValues(k)
 	}
 	m.collectors = []prometheus.Collector{
 		m.heartbeats, m.heartbeatLatency, m.renewals, m.suspected, m.expired, m.reclaimed, m.revived,
-		m.resumed, m.inDoubt, m.sessionsClosed, m.pausedSeconds, m.alarms, m.proposalLatency,
+		m.resumed, m.inDoubt, m.sessionsClosed, m.pausedSeconds, m.alarms, m.acquireContended, m.proposalLatency,
 		m.applyErrors, m.verifyRounds, s.layer.refused,
 		gauge("leader", "1 when this node is the raft leader.", func() float64 {
 			if s.raft.State() == raft.Leader {

@@ -2,7 +2,6 @@ package raftstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/fencepost/fencepost/fence/api"
@@ -48,7 +47,9 @@ func (s *Store) run(ctx context.Context, rid string, cmd *lease.Command) (lease.
 	if err != nil {
 		return res, err
 	}
-	return res, modelErr(cmd.Op, res)
+	err = modelErr(cmd.Op, res)
+	s.observeConflict(cmd, res, err)
+	return res, err
 }
 
 // The methods below validate a request and build its command through
@@ -121,11 +122,6 @@ func (s *Store) Claim(ctx context.Context, rid string, req api.ClaimRequest) (ap
 func (s *Store) grant(ctx context.Context, rid string, cmd *lease.Command) (api.Grant, error) {
 	res, err := s.run(ctx, rid, cmd)
 	if err != nil {
-		// Two sidecars claiming one task: count it unless the "other"
-		// holder is the same session (its own suspect lease).
-		if errors.Is(err, lease.ErrLeaseHeld) && (res.Task == nil || res.Task.Lease == nil || res.Task.Lease.SessionID != cmd.SessionID) {
-			s.m.alarms.WithLabelValues("acquire_held").Inc()
-		}
 		return api.Grant{}, err
 	}
 	if res.Lease == nil || res.Task == nil {

@@ -67,7 +67,7 @@ func TestSingleNodeLifecycle(t *testing.T) {
 	other := openSession(t, s, "w2")
 	_, err = s.Acquire(ctx, "a2", "t1", api.AcquireRequest{SessionID: other})
 	require.ErrorIs(t, err, lease.ErrLeaseHeld)
-	require.Equal(t, 1.0, metricValue(t, s.m.alarms.WithLabelValues("acquire_held")), "two sessions on one task raise the alarm")
+	require.Equal(t, 1.0, metricValue(t, s.m.acquireContended), "a refused acquire is counted as contention")
 
 	tk, err := s.Checkpoint(ctx, "cp1", "t1", api.CheckpointRequest{SessionID: sid, Epoch: g.Lease.Epoch, Step: "one", Data: []byte("state")})
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestSingleNodeLifecycle(t *testing.T) {
 		names[mf.GetName()] = true
 	}
 	for _, n := range []string{"fencepost_cluster_heartbeats_total", "fencepost_raft_leader", "fencepost_cluster_tasks",
-		"fencepost_cluster_double_execution_alarms_total", "fencepost_cluster_proposal_duration_seconds"} {
+		"fencepost_cluster_double_execution_alarms_total", "fencepost_cluster_acquire_contended_total", "fencepost_cluster_proposal_duration_seconds"} {
 		require.True(t, names[n], "metric %s", n)
 	}
 }

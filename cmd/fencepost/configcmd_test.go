@@ -112,7 +112,7 @@ func TestConfigValidateEnvRuntimeAndPrint(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	code, _, errOut = runCLI(t, "config", "validate", "--runtime", path)
 	require.Equal(t, exitRuntime, code)
-	require.Equal(t, "fencepost config validate: config: addr: cannot listen on "+l.Addr().String()+": address already in use\n", errOut)
+	require.Equal(t, "fencepost config validate: config: addr: cannot listen on "+l.Addr().String()+": address already in use (move it with --addr)\n", errOut)
 }
 
 func TestConfigKeys(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
@@ -22,8 +22,9 @@ import (
 // tell "no such thing" and "someone else holds it / your epoch is stale"
 // apart from a cluster that cannot be reached.
 const (
-	exitNotFound = 3 // the task, session or member does not exist
-	exitConflict = 4 // the cluster refused the change in the current state
+	exitNotFound  = 3 // the task, session or member does not exist
+	exitConflict  = 4 // the cluster refused the change in the current state
+	exitForbidden = 5 // the caller's certificate (role) may not do this, or there is none
 )
 
 // Defaults of the ctl flags.
@@ -32,12 +33,12 @@ const (
 	ctlDefaultTimeout = 5 * time.Second
 	// ctlClusterEnv names the variable read for --cluster. ctl loads no
 	// role configuration, so it reads this one variable itself.
-	ctlClusterEnv = "FENCEPOST_CLUSTER"
+	ctlClusterEnv = config.EnvCluster
 	// ctlCAEnv, ctlCertEnv and ctlKeyEnv name the variables read for
 	// --ca, --cert and --key.
-	ctlCAEnv   = "FENCEPOST_CA_FILE"
-	ctlCertEnv = "FENCEPOST_CERT_FILE"
-	ctlKeyEnv  = "FENCEPOST_KEY_FILE"
+	ctlCAEnv   = config.EnvCAFile
+	ctlCertEnv = config.EnvCertFile
+	ctlKeyEnv  = config.EnvKeyFile
 	// ctlRetryRounds bounds how many times a call goes round every endpoint.
 	// With the client's doubling backoff (25ms..500ms) six rounds wait out a
 	// leader election (well under a second) but give up on a cluster that
@@ -202,6 +203,10 @@ Exit codes (for scripts):
   4  conflict: stale epoch, lease held by another session, task waiting,
      final or not claimable yet, not the holder, task already exists;
      heartbeat: a lease named with --lease was lost, revoked or parked
+  5  forbidden: the certificate's role lacks the permission (acquire,
+     heartbeat, checkpoint and release need a sidecar certificate; revoke,
+     cancel, signal and members an operator's), the session belongs to
+     another identity, or no certificate was given (401)
 
 Examples:
   fencepost ctl status
@@ -376,96 +381,4 @@ func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return "ctl-" + hex.EncodeToString(b[:])
-}
-
-// errCtlUsage marks an argument an action found invalid after parsing.
-var errCtlUsage = errors.New("usage")
-
-// usagef returns an error that reportCtlError turns into exit 2.
-func usagef(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", errCtlUsage, fmt.Sprintf(format, a...))
-}
-
-// errCtlConflict marks a condition ctl itself found (a lease lost in a
-// heartbeat reply) that deserves exit 4.
-var errCtlConflict = errors.New("conflict")
-
-// reportCtlError writes err as one line and returns its exit code.
-func reportCtlError(stderr io.Writer, name string, g *ctlGlobals, rid string, err error) int {
-	if errors.Is(err, errCtlUsage) {
-		return usageError(stderr, name, strings.TrimPrefix(err.Error(), errCtlUsage.Error()+": "))
-	}
-	code, msg := ctlErrorLine(err, g.cluster, g.timeout, rid)
-	fmt.Fprintf(stderr, "fencepost ctl: %s\n", msg)
-	return code
-}
-
-// ctlErrorLine maps err to an exit code and a one-line message.
-func ctlErrorLine(err error, endpoints string, timeout time.Duration, rid string) (int, string) {
-	var ce *cluster.Error
-	switch {
-	case errors.Is(err, errCtlConflict):
-		return exitConflict, strings.TrimPrefix(err.Error(), errCtlConflict.Error()+": ")
-	case errors.As(err, &ce):
-		return problemExit(ce), problemLine(ce)
-	case errors.Is(err, cluster.ErrTimeout):
-		return exitRuntime, fmt.Sprintf("no answer from the cluster at %s within %s; the outcome is unknown: repeat with --request-id %s to apply it at most once (%s)",
-			endpoints, timeout, rid, lastCause(err))
-	case errors.Is(err, cluster.ErrUnavailable):
-		return exitRuntime, fmt.Sprintf("cluster unreachable at %s (%s)", endpoints, lastCause(err))
-	case errors.Is(err, context.DeadlineExceeded):
-		return exitRuntime, fmt.Sprintf("no answer from the cluster at %s within %s", endpoints, timeout)
-	case errors.Is(err, context.Canceled):
-		return exitRuntime, "interrupted"
-	}
-	return exitRuntime, err.Error()
-}
-
-// problemExit maps a problem the cluster answered to an exit code.
-func problemExit(ce *cluster.Error) int {
-	switch ce.Status {
-	case http.StatusNotFound:
-		return exitNotFound
-	case http.StatusConflict, http.StatusForbidden:
-		return exitConflict
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		return exitUsage
-	}
-	return exitRuntime
-}
-
-// problemLine renders a problem as "<code>: <detail>", adding the task's
-// current epoch when the cluster sent it (a stale holder learns how far
-// behind it is).
-func problemLine(ce *cluster.Error) string {
-	p := ce.Problem
-	msg := p.Code
-	if p.Code == "unavailable" {
-		msg = "cluster unavailable at " + ce.Endpoint
-	}
-	if p.Detail != "" {
-		// The store's package prefix says nothing to an operator.
-		msg += ": " + oneLine(strings.TrimPrefix(p.Detail, "raftstore: "))
-	}
-	if p.Epoch != 0 {
-		msg += fmt.Sprintf(" (current epoch %d)", p.Epoch)
-	}
-	return msg
-}
-
-// lastCause returns the innermost reason of a transport error, such as
-// "connection refused". The client formats the network error into its
-// message rather than wrapping it, so the tail of the text is the most
-// precise thing available.
-func lastCause(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		s = s[i+2:]
-	}
-	return oneLine(s)
-}
-
-// oneLine keeps a message on one line whatever the server sent.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -67,7 +67,13 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	// The cluster signs only with a key file its members hold (the key
 	// never enters the log), and dev speaks TLS like a real cluster: both
 	// come from devSecrets, beside the data directory, unless configured.
-	sec, err := devSecrets(cfg.DataDir+"-tls", sccfg.WorkerID)
+	// Absolute, so the certificate paths the banner prints work from any
+	// directory, not only the one dev was started in.
+	tlsDir, err := filepath.Abs(cfg.DataDir + "-tls")
+	if err != nil {
+		return fmt.Errorf("%w: data_dir: %w", config.ErrRuntime, err)
+	}
+	sec, err := devSecrets(tlsDir, sccfg.WorkerID)
 	if err != nil {
 		return fmt.Errorf("%w: dev certificates: %w", config.ErrRuntime, err)
 	}
@@ -105,9 +111,10 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	}
 	defer func() { err = errors.Join(err, fencedTLS.Close()) }()
 	// Only the fenced service gets the token's signature, plain and over
-	// TLS, under both names a worker may call it by.
-	sccfg.SignatureHosts = []string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
-		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}
+	// TLS, under both names a worker may call it by, and the hosts the
+	// user named for a validator of their own (signature_hosts).
+	sccfg.SignatureHosts = append([]string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
+		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}, cfg.SignatureHosts...)
 	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
 	if err != nil {
 		return err
@@ -122,10 +129,9 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		log.Warn("the printed ctl line assumes fencepost is on PATH", zap.Error(err))
 		self, err = "fencepost", nil
 	}
-	printDevHelp(stdout, devHelp{self: self, cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
-		fenced: fencedURL(fenced.Addr()), task: cfg.Task, op: sec.operator})
-	revoke := fmt.Sprintf("%s ctl --cluster %s --ca %s --cert %s --key %s tasks revoke %s",
-		self, clusterAddr, sec.operator.CAFile, sec.operator.CertFile, sec.operator.KeyFile, cfg.Task)
+	printDevHelp(stdout, devHelp{ctl: devCtl(self, clusterAddr, sec.operator), cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
+		fenced: fencedURL(fenced.Addr()), task: cfg.Task, certDir: tlsDir, caFile: sec.operator.CAFile, extraSigned: cfg.SignatureHosts})
+	revoke := devCtl(self, clusterAddr, sec.operator) + " tasks revoke " + cfg.Task
 	printDevHTTPS(stdout, revoke, sc.ProxyAddr(), "https"+strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http"), sccfg.Intercept.BundleFile, cfg.Task)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nfencepost dev: stopping...")
@@ -169,15 +175,34 @@ func fencedURL(addr string) string {
 	return "http://" + net.JoinHostPort(devFencedHost, port)
 }
 
+// devCtl is the start of a ctl command line against dev's cluster as its
+// operator: the binary (selfCommand) and every file by absolute path, shell
+// quoted, so it works as printed from any directory.
+func devCtl(self, cluster string, op config.CertFiles) string {
+	return fmt.Sprintf("%s ctl --cluster %s --ca %s --cert %s --key %s",
+		self, cluster, shellQuote(op.CAFile), shellQuote(op.CertFile), shellQuote(op.KeyFile))
+}
+
 // devHelp is what the dev banner names.
 type devHelp struct {
-	self    string           // how to type this binary in another shell (selfCommand)
-	cluster string           // cluster API host:port
-	proxy   string           // sidecar proxy host:port
-	control string           // sidecar control API host:port
-	fenced  string           // fenced service URL, through devFencedHost
-	task    string           // the task the sidecar holds
-	op      config.CertFiles // the operator certificate ctl uses
+	ctl     string // devCtl: how to run ctl as dev's operator from any shell
+	cluster string // cluster API host:port
+	proxy   string // sidecar proxy host:port
+	control string // sidecar control API host:port
+	fenced  string // fenced service URL, through devFencedHost
+	task    string // the task the sidecar holds
+	certDir string // where dev's certificates are (absolute)
+	caFile  string // the cluster CA (absolute), to fetch /v1/keys over TLS
+
+	extraSigned []string // the user's signature_hosts
+}
+
+// signedNow lists the user's hosts that get signatures.
+func signedNow(hosts []string) string {
+	if len(hosts) == 0 {
+		return "none of yours"
+	}
+	return strings.Join(hosts, ", ")
 }
 
 // printDevHelp prints the banner: every command in it works as printed in
@@ -210,11 +235,25 @@ Try a fenced call (arrives stamped with X-Fencing-Token):
 
 Take the lease away, then try again (409 from the sidecar; nothing reaches the service):
 
-  %[1]s ctl --cluster %[2]s --ca %[9]s --cert %[10]s --key %[11]s tasks revoke %[6]s
+  %[1]s tasks revoke %[6]s
   curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -d 'step 2'
 
-`, h.self, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost,
-		filepath.Dir(h.op.CAFile), h.op.CAFile, h.op.CertFile, h.op.KeyFile)
+Take the lease back (a new owner: a higher epoch) and write on. A write's Idempotency-Key
+comes from (task, checkpoint, write number), never from the epoch, so a new owner repeating
+a step is replayed, not run twice; a different write in the same place is refused with
+422 write-already-performed. Name each action, and it gets a key of its own:
+
+  curl -s -X POST http://%[4]s/v1/acquire -H 'Content-Type: application/json' -d '{"taskId":"%[6]s"}'
+  curl -s -x http://%[3]s -X POST %[5]s/v1/tasks/%[6]s/writes -H 'X-Fencing-Action-Id: step-3' -d 'step 3'
+
+Your own service behind a fence validator gets the token's signature only when dev
+names it (signed for now: %[10]s):
+
+  fencepost dev --signature-hosts HOST:PORT[,HOST:PORT...]
+  keys for its validator: https://%[2]s/v1/keys   CA: %[9]s
+
+`, h.ctl, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost, shellQuote(h.certDir),
+		shellQuote(h.caFile), signedNow(h.extraSigned))
 }
 
 // devIdentities are the certificates `fencepost dev` runs with.

@@ -70,7 +70,8 @@ func (f *fencedTLS) Close() error {
 // (every host is intercepted in dev) and a call to try.
 func printDevHTTPS(w io.Writer, revoke, proxyAddr, fencedURL, bundle, task string) {
 	fmt.Fprintf(w, `HTTPS: the sidecar intercepts TLS for every host (its own CA, created at start).
-In the worker's shell, for https:// calls (Python requests/httpx, curl, Node 24 fetch, Go):
+In the worker's shell, for https:// calls (Python requests/httpx, curl, Node 24 fetch, Go),
+with the lease held (take it back as above after a revoke):
 
   export HTTPS_PROXY=http://%[1]s https_proxy=http://%[1]s NODE_USE_ENV_PROXY=1
   export SSL_CERT_FILE=%[3]s REQUESTS_CA_BUNDLE=%[3]s CURL_CA_BUNDLE=%[3]s NODE_EXTRA_CA_CERTS=%[3]s

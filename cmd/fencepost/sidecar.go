@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -28,12 +31,17 @@ With --task the sidecar runs in one-task mode: it creates or acquires that
 task at start, /readyz waits for the lease, and on SIGTERM it drains, then
 gives the lease back so another worker can take over at once.
 
-Examples:
-  fencepost sidecar --cluster 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420 --worker-id w1
-  fencepost sidecar --cluster 127.0.0.1:7400 --task run_456 --profile workflow
+Against a TLS cluster pass its CA and this sidecar's certificate
+(cluster_tls.*); a sidecar speaking plain HTTP to a TLS cluster, or TLS to
+a plain one, exits 2 at start saying which flags to pass or drop.
 
-  # then, in the worker:
-  export HTTP_PROXY=http://127.0.0.1:7480 http_proxy=http://127.0.0.1:7480 NO_PROXY=
+Examples:
+  fencepost sidecar --cluster 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420 --worker-id w1 --task run_456 \
+    --cluster-tls-ca-file tls/ca.pem --cluster-tls-cert-file tls/sidecar-w1.pem --cluster-tls-key-file tls/sidecar-w1-key.pem
+  fencepost sidecar --cluster 127.0.0.1:7400 --task run_456 --profile workflow   # a plain cluster on loopback
+
+  # then, in the worker (NO_PROXY: the control API, never localhost):
+  export HTTP_PROXY=http://127.0.0.1:7480 http_proxy=http://127.0.0.1:7480 NO_PROXY=127.0.0.1 no_proxy=127.0.0.1
   curl -X POST http://tool.internal/v1/act        # stamped, or 409 without a lease
 `
 
@@ -79,6 +87,9 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 	if err != nil {
 		return nil, err
 	}
+	if err := checkClusterScheme(ctx, cfg, src); err != nil {
+		return nil, err
+	}
 	if src != nil {
 		// The cluster refuses a session under a worker id the certificate
 		// does not name; say so at start, naming the key.
@@ -110,6 +121,33 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 	log.Info("fencepost sidecar started", zap.String("proxy", sc.ProxyAddr()),
 		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task), zap.Bool("cluster_tls", src != nil))
 	return sc, nil
+}
+
+// sidecarSchemeProbe bounds the start-up probe for a TLS/plain mismatch;
+// a member that does not answer within it is left to the retry loop.
+const sidecarSchemeProbe = time.Second
+
+// checkClusterScheme refuses to start a sidecar that speaks plain HTTP to
+// a TLS cluster, or TLS to a plain one: it could only retry forever, with
+// an error that names neither. One line says what to pass (exit 2).
+func checkClusterScheme(ctx context.Context, cfg *config.Sidecar, src *pki.Source) error {
+	var tc *tls.Config
+	if src != nil {
+		tc = src.ClientConfig("")
+	}
+	pctx, cancel := context.WithTimeout(ctx, sidecarSchemeProbe)
+	defer cancel()
+	var me *cluster.MismatchError
+	if !errors.As(cluster.ProbeScheme(pctx, cfg.Cluster, tc), &me) {
+		return nil
+	}
+	if me.ServerTLS {
+		return &classified{kind: config.ErrInvalid, err: fmt.Errorf("cluster member %s speaks TLS and this sidecar plain HTTP: "+
+			"pass --cluster-tls-ca-file CA --cluster-tls-cert-file CERT --cluster-tls-key-file KEY (cluster_tls.*): "+
+			"the cluster CA and a sidecar certificate (fencepost tls cert create --sidecar --name %s)", me.Endpoint, cfg.WorkerID)}
+	}
+	return &classified{kind: config.ErrInvalid, err: fmt.Errorf("cluster member %s speaks plain HTTP and this sidecar TLS: "+
+		"drop cluster_tls (--cluster-tls-*) or point --cluster at the TLS cluster", me.Endpoint)}
 }
 
 // stopSidecar drains within drain_timeout plus a little for giving back.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/fencepost/fencepost/config"
 )
@@ -32,10 +33,41 @@ type composeService struct {
 	NetworkMode     string            `yaml:"network_mode"`
 	Volumes         []string          `yaml:"volumes"`
 	Ports           []string          `yaml:"ports"`
-	DependsOn       []string          `yaml:"depends_on"`
+	DependsOn       dependsOn         `yaml:"depends_on"`
+	Healthcheck     map[string]any    `yaml:"healthcheck"`
 	Profiles        []string          `yaml:"profiles"`
 	StopGracePeriod string            `yaml:"stop_grace_period"`
 	ReadOnly        bool              `yaml:"read_only"`
+}
+
+// dependsOn is compose's depends_on in either form: a list of services, or
+// a map of service to {condition}. A list entry's condition is
+// service_started.
+type dependsOn map[string]string
+
+// UnmarshalYAML accepts both forms.
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	*d = dependsOn{}
+	if n.Kind == yaml.SequenceNode {
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return err
+		}
+		for _, name := range names {
+			(*d)[name] = "service_started"
+		}
+		return nil
+	}
+	var m map[string]struct {
+		Condition string `yaml:"condition"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	for name, c := range m {
+		(*d)[name] = c.Condition
+	}
+	return nil
 }
 
 type composeBuild struct {
@@ -78,9 +110,14 @@ func TestComposeReferences(t *testing.T) {
 			_, ok = c.Volumes[src]
 			require.True(t, ok, "%s: named volume %s is not declared under volumes:", where, src)
 		}
-		for _, d := range s.DependsOn {
-			_, ok := c.Services[d]
+		for d, cond := range s.DependsOn {
+			dep, ok := c.Services[d]
 			require.True(t, ok, "%s: depends_on %s: no such service", where, d)
+			require.Contains(t, []string{"service_started", "service_healthy", "service_completed_successfully"}, cond,
+				"%s: depends_on %s: condition", where, d)
+			if cond == "service_healthy" {
+				require.NotEmpty(t, dep.Healthcheck, "%s: depends_on %s: service_healthy, but %s has no healthcheck", where, d, d)
+			}
 		}
 		if target, ok := strings.CutPrefix(s.NetworkMode, "service:"); ok {
 			_, exists := c.Services[target]
@@ -165,7 +202,16 @@ func TestComposeFencepostServices(t *testing.T) {
 				require.Equal(t, fmt.Sprintf("http://127.0.0.1:%s", portOf(sc.ProxyAddr)), w.Environment[v], "service %s: %s must be its sidecar's proxy_addr", wname, v)
 			}
 			for _, v := range []string{"NO_PROXY", "no_proxy"} {
-				require.Contains(t, strings.Split(w.Environment[v], ","), "127.0.0.1", "service %s: %s must exempt the control API", wname, v)
+				checkNoProxy(t, "compose.yaml service "+wname, v, w.Environment[v])
+			}
+			if len(sc.Intercept.Hosts) > 0 {
+				// The worker reads the bundle the sidecar writes: the same
+				// named volume, mounted in both.
+				bundle := composeVolumePath(t, c.Services[name], sc.Intercept.BundleFile)
+				require.NotEmpty(t, bundle.volume, "service %s: intercept.bundle_file %s is not on a named volume the worker can mount", name, sc.Intercept.BundleFile)
+				checkHTTPSEnv(t, "compose.yaml service "+wname, w.Environment, sc.ProxyAddr, func(p string) bool {
+					return composeVolumePath(t, w, p) == bundle
+				})
 			}
 		}
 		require.NotZero(t, workers, "service %s: no worker shares its network namespace (network_mode: service:%s)", name, name)

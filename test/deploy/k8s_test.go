@@ -365,7 +365,12 @@ func checkK8sSidecar(t *testing.T, where string, servers serverSet, pod podSpec,
 			require.Contains(t, []string{"127.0.0.1", "localhost", "::1"}, hostOf(v), "%s: worker %s must be loopback", where, name)
 		}
 		for _, name := range []string{"NO_PROXY", "no_proxy"} {
-			require.Contains(t, strings.Split(env[name], ","), "127.0.0.1", "%s: worker %s must exempt the control API on 127.0.0.1", where, name)
+			checkNoProxy(t, where+" worker "+w.Name, name, env[name])
+		}
+		if len(cfg.Intercept.Hosts) > 0 {
+			bundle := podVolumePath(c, cfg.Intercept.BundleFile)
+			require.NotEmpty(t, bundle.volume, "%s: intercept.bundle_file %s is not on a volume the worker can mount", where, cfg.Intercept.BundleFile)
+			checkHTTPSEnv(t, where+" worker "+w.Name, env, cfg.ProxyAddr, func(p string) bool { return podVolumePath(w, p) == bundle })
 		}
 	}
 	require.NotZero(t, workers, "%s: a sidecar with no worker beside it", where)

@@ -351,7 +351,7 @@ func cleanEnv() []string {
 
 // driveTraffic makes the labelled series appear: a forwarded write and
 // read through the sidecar, a write the sidecar blocks, a held-task acquire
-// (a double-execution alarm) and a stale write to fenced. Each step is best
+// (contention, not an alarm) and a stale write to fenced. Each step is best
 // effort: a failure is logged, because this test is about names, and the
 // behaviour has its own tests.
 func driveTraffic(t *testing.T, d devStack) {
@@ -409,7 +409,7 @@ func driveTraffic(t *testing.T, d devStack) {
 	taskURL := d.url(d.http, "/v1/tasks/"+task)
 	var ga, gb api.Grant
 	step("acquire a", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: a.SessionID, Create: true}, nil, &ga)
-	step("acquire b while a holds it (alarm)", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, nil)
+	step("acquire b while a holds it (contention, no alarm)", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, nil)
 	step("release a", plain, "POST", taskURL+"/release", api.ReleaseRequest{SessionID: a.SessionID, Epoch: ga.Lease.Epoch, Outcome: lease.OutcomeGivenBack}, nil, nil)
 	step("acquire b", plain, "POST", taskURL+"/acquire", api.AcquireRequest{SessionID: b.SessionID}, nil, &gb)
 

@@ -17,7 +17,10 @@ export const UNREPLAYABLE = new Set(["connection", "keep-alive", "proxy-authenti
 export interface Write {
   tenant: string;
   task: string;
+  /** The fencing token. A bigint, because epochs go up to 2^64-1: JSON.stringify throws on it and Number() rounds it past 2^53, so put epochString in JSON. */
   epoch: bigint;
+  /** The epoch as decimal text, exactly as X-Fencing-Token carried it: JSON-safe (`res.json({ epoch: w.epochString })`). */
+  epochString: string;
   holder: string;
   idempotencyKey: string;
   fingerprint: Buffer;
@@ -133,7 +136,7 @@ export class Validator {
     }
     const k = one(getAll(tk.HEADER_IDEMPOTENCY_KEY), null, "invalid-idempotency-key", "Idempotency-Key");
     const key = k === undefined ? "" : tk.validIdempotencyKey(k);
-    return { tenant: "", task: task.text, epoch, holder: holder.text, idempotencyKey: key, fingerprint: Buffer.alloc(0) };
+    return { tenant: "", task: task.text, epoch, epochString: epoch.toString(), holder: holder.text, idempotencyKey: key, fingerprint: Buffer.alloc(0) };
   }
 
   /** The whole table for one write; fn runs the service's handler. */

@@ -67,8 +67,11 @@ export async function runCore(seq: Seq, store: Store, where = "core") {
         if (b(step.body).length > limit) throw tooLarge(limit);
         return b(step.body);
       },
-    }, async () => {
+    }, async (_tx, w) => {
       ran = true;
+      // The accepted write goes into JSON as is: epochString is the header's text.
+      assert.equal(JSON.parse(JSON.stringify({ epoch: w.epochString })).epoch, step.headers.find(([k]) => k.toLowerCase() === "x-fencing-token")![1]);
+      assert.equal(BigInt(w.epochString), w.epoch);
       for (const d of step.during ?? []) await play(d);
       return handlerResponse(step);
     });

@@ -15,7 +15,7 @@ async function race(store: Store, task: string, epochs: bigint[]): Promise<bigin
   const errors: string[] = [];
   await Promise.all(epochs.map(async (e) => {
     try {
-      await store.do({ tenant: "", task, epoch: e, holder: "", idempotencyKey: "", fingerprint: Buffer.alloc(0) }, async () => {
+      await store.do({ tenant: "", task, epoch: e, epochString: e.toString(), holder: "", idempotencyKey: "", fingerprint: Buffer.alloc(0) }, async () => {
         applied.push(e);
         await new Promise((r) => setImmediate(r)); // let the others pile up on the task
         return { status: 201, headers: [], body: Buffer.alloc(0) };
