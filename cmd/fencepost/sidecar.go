@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,7 +92,7 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 	if src != nil {
 		// The cluster refuses a session under a worker id the certificate
 		// does not name; say so at start, naming the key.
-		if ids := pki.WorkerIDs(src.Current().Leaf); !slices.Contains(ids, cfg.WorkerID) {
+		if ids := pki.WorkerIDs(src.Current().Leaf); !pki.MayUseWorker(ids, cfg.WorkerID) {
 			return nil, fmt.Errorf("%w: worker_id %q: the cluster_tls certificate may open sessions only as %q (set worker_id to one, or issue the certificate with --worker-ids)",
 				config.ErrInvalid, cfg.WorkerID, ids)
 		}

@@ -44,7 +44,8 @@ P-256, written 0600; certificates 0644. Nothing is ever overwritten.
                        --server    the same as --member.
                        --sidecar   a sidecar; NAME is its worker id, the only
                                    one it may open sessions under unless
-                                   --worker-ids names more.
+                                   --worker-ids names more (an id ending
+                                   in '*' is a prefix: 'web-*').
                        --operator  a person or tool that changes the cluster.
                        --reader    a person or tool that only reads.
                        --service   a downstream service serving HTTPS (fenced's

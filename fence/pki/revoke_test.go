@@ -78,4 +78,15 @@ func TestSidecarCertificateNamesItsWorkerIDs(t *testing.T) {
 	require.Equal(t, []string{"w2"}, pki.WorkerIDs(plain.Current().Leaf), "by default only its own name")
 	_, err = kit.CA.Issue(pki.Request{Name: "op", Role: pki.RoleOperator, Validity: time.Hour, WorkerIDs: []string{"x"}}, time.Now())
 	require.ErrorIs(t, err, pki.ErrRequest, "only sidecars carry worker ids")
+	for _, bad := range []string{"*", "a*b*", "a*b"} {
+		_, err = kit.CA.Issue(pki.Request{Name: "w", Role: pki.RoleSidecar, Validity: time.Hour, WorkerIDs: []string{bad}}, time.Now())
+		require.ErrorIs(t, err, pki.ErrRequest, bad)
+	}
+	pods, err := pki.NewSource(kit.SidecarFiles("example-worker", "example-worker-*"))
+	require.NoError(t, err)
+	ids := pki.WorkerIDs(pods.Current().Leaf)
+	require.True(t, pki.MayUseWorker(ids, "example-worker-7d9f-x2"), "a pod of the Deployment")
+	require.True(t, pki.MayUseWorker(ids, "example-worker"))
+	require.False(t, pki.MayUseWorker(ids, "other-worker"))
+	require.False(t, pki.MayUseWorker([]string{"w1"}, "w1x"), "an exact id is no prefix")
 }

@@ -41,6 +41,22 @@ func WorkerIDs(c *x509.Certificate) []string {
 	return out
 }
 
+// MayUseWorker reports whether worker is one of ids (WorkerIDs): equal to
+// an entry, or starting with an entry's prefix when the entry ends in "*"
+// ("example-worker-*" covers the pods of a Deployment, whose names are the
+// worker ids but are not known when the certificate is issued).
+func MayUseWorker(ids []string, worker string) bool {
+	for _, id := range ids {
+		if id == worker {
+			return true
+		}
+		if p, ok := strings.CutSuffix(id, "*"); ok && p != "" && strings.HasPrefix(worker, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // WorkerIDsFromState is WorkerIDs of a connection's verified peer (nil
 // without one).
 func WorkerIDsFromState(cs *tls.ConnectionState) []string {
@@ -57,8 +73,8 @@ func workerSANs(req Request) ([]*url.URL, error) {
 	}
 	var out []*url.URL
 	for _, id := range req.WorkerIDs {
-		if id == "" {
-			return nil, fmt.Errorf("%w: an empty worker id", ErrRequest)
+		if id == "" || id == "*" || strings.Contains(strings.TrimSuffix(id, "*"), "*") {
+			return nil, fmt.Errorf("%w: worker id %q: want an id, or a prefix ending in one '*'", ErrRequest, id)
 		}
 		out = append(out, workerURI(id))
 	}

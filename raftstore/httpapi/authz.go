@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strings"
 
 	"github.com/fencepost/fencepost/fence/lease"
@@ -94,7 +93,7 @@ type principal struct {
 // that never act through a session as a worker (dev, operators) are not
 // bound.
 func (p principal) checkWorker(worker string) error {
-	if p.dev || p.relayed || p.id.Role != pki.RoleSidecar || slices.Contains(p.workers, worker) {
+	if p.dev || p.relayed || p.id.Role != pki.RoleSidecar || pki.MayUseWorker(p.workers, worker) {
 		return nil
 	}
 	return &wrongWorker{who: p.id, worker: worker, allowed: p.workers}
