@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 )
 
 // DefaultRefusalsPerSecond and DefaultRefusalBurst bound how many refused
@@ -134,4 +136,30 @@ func isRefusal(err error) bool {
 	}
 	_, denied := deniedPermission(err)
 	return denied || errors.Is(err, ErrUnauthenticated)
+}
+
+// overRefusals answers rc 429 when its caller is over its refusal budget,
+// before anything else runs; such answers are audited only as part of a
+// burst (denials.go).
+func (s *Server) overRefusals(rc *fasthttp.RequestCtx, who principal, key, route, rid string) bool {
+	err := s.refusals.check(key)
+	if err == nil {
+		return false
+	}
+	s.metrics.refusalsLimited.Inc()
+	writeProblem(rc, problemFor(err, string(rc.Path())))
+	if s.denials.note(denialKey{who: who.id.String(), missing: missingRefusals, route: route, source: sourceIP(rc)},
+		http.StatusTooManyRequests) {
+		s.auditLog.Info("audit", zap.String("who", who.id.String()), zap.String("route", route),
+			zap.String("rid", rid), zap.Int("status", http.StatusTooManyRequests), zap.Bool("denied", true),
+			zap.String("missing", missingRefusals), zap.String("remote", rc.RemoteAddr().String()))
+	}
+	return true
+}
+
+// chargeRefusal charges key's budget when err refused the request.
+func (s *Server) chargeRefusal(key string, err error) {
+	if isRefusal(err) {
+		s.refusals.charge(key)
+	}
 }

@@ -12,13 +12,10 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -356,17 +353,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			perm = ep.perm
 			who, err = s.identify(rc)
 			refusalKey := refusalKey(rc, who)
-			if rerr := s.refusals.check(refusalKey); rerr != nil {
-				// Over its refusal budget: answered before anything else
-				// runs, and audited only as part of a burst.
-				s.metrics.refusalsLimited.Inc()
-				writeProblem(rc, problemFor(rerr, string(rc.Path())))
-				if s.denials.note(denialKey{who: who.id.String(), missing: missingRefusals, route: template,
-					source: sourceIP(rc)}, http.StatusTooManyRequests) {
-					s.auditLog.Info("audit", zap.String("who", who.id.String()), zap.String("route", template),
-						zap.String("rid", rid), zap.Int("status", http.StatusTooManyRequests), zap.Bool("denied", true),
-						zap.String("missing", missingRefusals), zap.String("remote", rc.RemoteAddr().String()))
-				}
+			if s.overRefusals(rc, who, refusalKey, template, rid) {
 				s.observe(rc, template, rid, false, start)
 				return
 			}
@@ -382,11 +369,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 					defer release()
 				}
 			}
-			defer func() {
-				if isRefusal(err) {
-					s.refusals.charge(refusalKey)
-				}
-			}()
+			defer func() { s.chargeRefusal(refusalKey, err) }()
 		}
 		switch {
 		case err != nil:
@@ -452,48 +435,6 @@ func (s *Server) serveError(rc *fasthttp.RequestCtx, err error) {
 	writeProblem(rc, p)
 	rc.SetConnectionClose()
 	s.metrics.observe("unparsed", methodLabel(rc.Method()), p.Status, 0)
-}
-
-// requestID returns the client's request id, or a fresh one when absent
-// (so forwarded requests and logs always carry one).
-func requestID(rc *fasthttp.RequestCtx) (string, error) {
-	if v := rc.Request.Header.Peek(api.HeaderRequestID); len(v) > 0 {
-		id := string(v)
-		if err := checkID(api.HeaderRequestID, id, false); err != nil {
-			return newRequestID(), err
-		}
-		return id, nil
-	}
-	return newRequestID(), nil
-}
-
-// newRequestID returns 128 random bits in hex.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
-
-func (s *Server) health(rc *fasthttp.RequestCtx) {
-	rc.SetContentType("text/plain; charset=utf-8")
-	rc.SetStatusCode(http.StatusOK)
-	rc.SetBodyString("ok\n")
-}
-
-func (s *Server) ready(rc *fasthttp.RequestCtx) {
-	if err := s.store.Ready(); err != nil {
-		p := problemFor(err, api.PathReady)
-		// Whatever the reason, a node that is not ready is unavailable to
-		// load balancers and orchestrators, which only look at the status.
-		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
-		p.Type, p.Title = api.ProblemTypeBase+p.Code, http.StatusText(p.Status)
-		p.Detail = "not ready: " + err.Error()
-		writeProblem(rc, p)
-		return
-	}
-	rc.SetContentType("text/plain; charset=utf-8")
-	rc.SetStatusCode(http.StatusOK)
-	rc.SetBodyString("ok\n")
 }
 
 // fasthttpLogger routes fasthttp's own messages (connection errors) to zap.
