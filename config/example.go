@@ -182,6 +182,11 @@ connect:
 # could replay the signed token against a fenced service during the epoch.
 # List your fenced services, e.g. [orders.internal:80]
 signature_hosts: []
+# host:port destinations never proxied to, beyond the cluster's API
+# endpoints and the sidecar's own ports (both always refused, in every
+# spelling). List the members' raft addresses, e.g. [10.0.0.5:7401]; a
+# member host that is not this machine is refused on every port anyway.
+refuse_targets: []
 
 intercept:
   # Hosts whose HTTPS the sidecar intercepts with its own CA (created at

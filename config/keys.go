@@ -15,19 +15,20 @@ const EnvPrefix = "FENCEPOST_"
 const EnvConfigPath = EnvPrefix + "CONFIG"
 
 // The variables of `fencepost ctl`, a client that loads no role
-// configuration: its --cluster, --ca, --cert and --key. Every role skips
+// configuration: its --cluster, --clusters, --ca, --cert and --key. Every role skips
 // them as it skips another role's keys (EnvCluster is also the sidecar's
 // cluster key), so a shell that exports them for ctl can still start a
 // server or fenced.
 const (
 	EnvCluster  = EnvPrefix + "CLUSTER"
+	EnvClusters = EnvPrefix + "CLUSTERS"
 	EnvCAFile   = EnvPrefix + "CA_FILE"
 	EnvCertFile = EnvPrefix + "CERT_FILE"
 	EnvKeyFile  = EnvPrefix + "KEY_FILE"
 )
 
 // clientEnv lists the ctl variables every role tolerates.
-var clientEnv = []string{EnvCluster, EnvCAFile, EnvCertFile, EnvKeyFile}
+var clientEnv = []string{EnvCluster, EnvClusters, EnvCAFile, EnvCertFile, EnvKeyFile}
 
 // Key describes one configuration key of a role, for help texts and docs.
 type Key struct {

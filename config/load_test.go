@@ -190,7 +190,7 @@ func TestEnvUnknownVariables(t *testing.T) {
 		"FENCEPOST_CLUSTER=127.0.0.1:7400", // a sidecar key: skipped, not an error
 		"FENCEPOST_PORTS_HTTP=7400",        // a dev key
 		// ctl's variables, exported in the same shell (README): skipped.
-		"FENCEPOST_CA_FILE=tls/ca.pem", "FENCEPOST_CERT_FILE=tls/sidecar-w1.pem", "FENCEPOST_KEY_FILE=tls/sidecar-w1-key.pem",
+		"FENCEPOST_CLUSTERS=east=127.0.0.1:7400", "FENCEPOST_CA_FILE=tls/ca.pem", "FENCEPOST_CERT_FILE=tls/sidecar-w1.pem", "FENCEPOST_KEY_FILE=tls/sidecar-w1-key.pem",
 	}})
 	require.ErrorIs(t, err, ErrUnknownKey)
 	require.Equal(t, []string{

@@ -47,6 +47,10 @@ type Sidecar struct {
 	// signature sent to a third-party API can be replayed by it against a
 	// fenced service for the rest of the epoch, so list your fenced hosts.
 	SignatureHosts []string `yaml:"signature_hosts" doc:"host:port targets that get the token signature (empty: every target)"`
+	// RefuseTargets are host:port destinations the sidecar never proxies
+	// to, beyond the cluster's API and its own ports: the members' raft
+	// addresses belong here.
+	RefuseTargets []string `yaml:"refuse_targets" doc:"host:port targets never proxied to, beyond the cluster API and the sidecar's ports (list the members' raft addresses)"`
 	// Intercept configures TLS interception with the sidecar's own CA.
 	Intercept Intercept `yaml:"intercept"`
 	// Limits bounds request and response sizes.
@@ -261,6 +265,12 @@ func (s *Sidecar) Validate() error {
 	s.Writes.validate(&p)
 	s.TLS.validate(&p)
 	checkSignatureHosts(&p, s.SignatureHosts)
+	for i, a := range s.RefuseTargets {
+		key := indexKey("refuse_targets", i)
+		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {
+			p.invalid(key, "must name a host and a non-zero port (got %q)", a)
+		}
+	}
 	for i, a := range s.Connect.Allow {
 		key := indexKey("connect.allow", i)
 		if host, port, ok := checkAddr(&p, key, a); ok && (host == "" || port == 0) {

@@ -16,48 +16,45 @@ import (
 	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
-// ReadPolicy says what happens to a read (a request classified as safe)
-// when the task it belongs to has no current lease.
-type ReadPolicy string
-
-// Read policies.
-const (
-	// ReadsAllow forwards reads without a lease, unstamped. Reads with a
-	// current lease are always stamped.
-	ReadsAllow ReadPolicy = "allow"
-	// ReadsBlock treats a read without a lease like a write: 409.
-	ReadsBlock ReadPolicy = "block"
-)
-
-// WriteRule refines the method-based write classification for one host
-// and path prefix. Rules are tried in order; the first that matches
-// decides. An empty Host, PathPrefix or Methods matches anything.
-type WriteRule struct {
-	// Host is a host name, "host:port", or "*.suffix" for any subdomain.
-	Host string
-	// PathPrefix is matched against the request path. A rule that marks
-	// requests as reads (Write false) matches only when both the raw and
-	// the normalised path have the prefix, so dot-segments or escapes
-	// cannot turn a write into a read; a write rule matches when either
-	// does.
-	PathPrefix string
-	// Methods restricts the rule to these methods (case-insensitive).
-	Methods []string
-	// Write is the classification of matching requests.
-	Write bool
+// Intercept configures TLS interception: for a CONNECT to a listed host
+// the sidecar completes the worker's TLS handshake with a leaf from its
+// own CA (package proxy/mitm), reads every request in the tunnel and
+// runs it through the same checks as a proxied one, and speaks verified
+// TLS upstream. The worker must trust the CA: point SSL_CERT_FILE,
+// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS at
+// BundleFile. Clients that pin certificates cannot be intercepted:
+// leave their hosts out.
+type Intercept struct {
+	// Hosts lists intercepted hosts: "api.example.com", "*.example.com",
+	// an IP literal, or "*" for every host. Empty: interception off. The
+	// CA is name-constrained to the list unless it has "*".
+	Hosts []string
+	// BundleFile is where the CA bundle (system roots + the CA) is
+	// written at Start. Default a per-process file in os.TempDir().
+	BundleFile string
+	// UpstreamCAFile is a PEM bundle of roots that intercepted upstreams
+	// are verified against instead of the system pool.
+	UpstreamCAFile string
+	// CAValidity is the CA's lifetime; the CA is created anew at every
+	// start. Default 7 days.
+	CAValidity time.Duration
+	// HandshakeTimeout bounds a tunnel's first bytes and the worker's TLS
+	// handshake. Default 10s.
+	HandshakeTimeout time.Duration
 }
 
-// TLSOrigin makes the sidecar speak verified TLS to Host although the
-// worker calls http://Host (Istio's TLS origination). The upstream port
-// is the one in the worker's URL, or 443 when it names none.
-type TLSOrigin struct {
-	// Host is the host name (or host:port) the worker calls.
-	Host string
-	// ServerName overrides the name verified in the certificate; default
-	// the host name.
-	ServerName string
-	// CAFile is a PEM bundle of roots to trust instead of the system pool.
-	CAFile string
+func (in Intercept) validate() error {
+	if len(in.Hosts) > 0 {
+		if err := mitm.CheckHosts(in.Hosts); err != nil {
+			return fmt.Errorf("%w: intercept.hosts: %v", ErrInvalidConfig, err)
+		}
+	}
+	if in.UpstreamCAFile != "" {
+		if _, err := os.Stat(in.UpstreamCAFile); err != nil {
+			return fmt.Errorf("%w: intercept.upstreamCAFile: %v", ErrInvalidConfig, err)
+		}
+	}
+	return nil
 }
 
 // Config configures a Sidecar. The zero value of every field but WorkerID
@@ -106,6 +103,11 @@ type Config struct {
 	TLSOriginate []TLSOrigin
 	// ConnectAllow lists the host:port targets CONNECT may tunnel to.
 	ConnectAllow []string
+	// RefuseTargets are host:port destinations the sidecar never proxies
+	// to, beyond the cluster's API endpoints (always refused) and its own
+	// ports: list the members' raft addresses here. A member host that
+	// is not this machine is refused on every port anyway.
+	RefuseTargets []string
 	// SignatureHosts lists the host:port targets that receive
 	// X-Fencing-Signature; nil means every target (signhosts.go).
 	SignatureHosts []string

@@ -68,12 +68,12 @@ func TestConnectFencedAllowedAndCut(t *testing.T) {
 	require.NoError(t, err)
 	body, _ := io.ReadAll(inner.Body)
 	require.Equal(t, "ok", string(body))
-	requireTunnels(t, s, tunnelBlind, 1)
+	requireTunnels(t, s, "blind", 1)
 
 	// Losing the lease closes the tunnel.
-	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	_, err = br.ReadByte()
 	require.Error(t, err, "tunnel closed")
-	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.tunnelsCut))
+	require.Equal(t, 1.0, seriesValue(t, s, "fencepost_sidecar_tunnels_cut_total"))
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/leases"
 )
 
 func ctl(t *testing.T, s *Sidecar, method, path, body string) (int, string) {
@@ -63,9 +63,9 @@ func TestControlLifecycle(t *testing.T) {
 
 	code, body = ctl(t, s, "POST", PathComplete, `{"result":"ZG9uZQ=="}`)
 	require.Equal(t, 200, code, body)
-	require.Len(t, fc.releases, 1)
-	require.Equal(t, lease.OutcomeCompleted, fc.releases[0].Outcome)
-	require.Equal(t, uint64(101), fc.releases[0].Epoch)
+	require.Len(t, fc.Releases, 1)
+	require.Equal(t, lease.OutcomeCompleted, fc.Releases[0].Outcome)
+	require.Equal(t, uint64(101), fc.Releases[0].Epoch)
 	code, body = ctl(t, s, "POST", PathComplete, `{}`)
 	require.Equal(t, 409, code)
 	require.Equal(t, api.ProblemTypeBase+CodeNoLease, problemOf(t, body).Type)
@@ -97,13 +97,13 @@ func TestControlStaleEpochDropsLease(t *testing.T) {
 	fc := newFakeCluster()
 	s := startSidecar(t, fc, baseConfig(t))
 	mustAcquire(t, s, "t")
-	fc.mu.Lock()
-	fc.leases["t"].epoch = 500 // someone else got a newer grant
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	fc.Leases["t"].Epoch = 500 // someone else got a newer grant
+	fc.Mu.Unlock()
 	code, body := ctl(t, s, "POST", PathCheckpoint, `{"taskId":"t"}`)
 	require.Equal(t, 409, code, body)
-	_, why := s.keeper.table.current("t", time.Now())
-	require.Equal(t, reasonLost, why, "the cluster's word beats the local deadline")
+	_, why := s.keeper.Check("t")
+	require.Equal(t, leases.ReasonLost, why, "the cluster's word beats the local deadline")
 }
 
 func TestEventsStream(t *testing.T) {
@@ -121,8 +121,8 @@ func TestEventsStream(t *testing.T) {
 	require.True(t, strings.HasPrefix(line, ":"))
 
 	mustAcquire(t, s, "t")
-	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	var kinds []string
 	for len(kinds) < 2 {
 		line, err := br.ReadString('\n')
@@ -144,39 +144,22 @@ func TestFailedReleaseKeepsLeaseCurrent(t *testing.T) {
 	up := startUpstream(t, nil)
 	s := startSidecar(t, fc, baseConfig(t))
 	mustAcquire(t, s, "t")
-	fc.mu.Lock()
-	fc.relErr = errors.New("cluster unavailable")
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	fc.RelErr = errors.New("cluster unavailable")
+	fc.Mu.Unlock()
 	code, body := ctl(t, s, "POST", PathComplete, `{}`)
 	require.Equal(t, 502, code, body)
 	c := proxyClient(t, s, "")
 	resp, _ := doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
 	require.Equal(t, 200, resp.StatusCode, "the lease is current again after the failed release")
-	fc.mu.Lock()
-	fc.relErr = nil
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	fc.RelErr = nil
+	fc.Mu.Unlock()
 	code, body = ctl(t, s, "POST", PathComplete, `{}`)
 	require.Equal(t, 200, code, body)
 	resp, _ = doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
 	require.Equal(t, 409, resp.StatusCode)
 	require.Len(t, up.requests(), 1)
-}
-
-func TestControlModelErrorsFollowTheModelTable(t *testing.T) {
-	s, err := New(baseConfig(t), newFakeCluster())
-	require.NoError(t, err)
-	for _, e := range lease.Errors() {
-		ctx := newTestCtx("POST", "/v1/checkpoint", "")
-		s.control.controlError(ctx, "", 0, fmt.Errorf("cluster: %w", e.Err))
-		require.Equal(t, e.Status, ctx.Response.StatusCode(), "%v", e.Err)
-		p := problemOf(t, string(ctx.Response.Body()))
-		require.Equal(t, e.Code, p.Code)
-	}
-	// The disagreement this table ended: not holding a lease is a 409 on
-	// both APIs.
-	ctx := newTestCtx("POST", "/v1/checkpoint", "")
-	s.control.controlError(ctx, "", 0, lease.ErrNotHolder)
-	require.Equal(t, 409, ctx.Response.StatusCode())
 }
 
 func TestControlDecodeErrorsNameTheField(t *testing.T) {
@@ -203,16 +186,21 @@ func TestCheckpointDataIsAnyJSONValue(t *testing.T) {
 	for _, data := range []string{`{"page":3}`, `"page 3"`, `[1,2]`, `42`, `"AQI="`} {
 		code, body := ctl(t, s, "POST", PathCheckpoint, `{"data":`+data+`}`)
 		require.Equal(t, 200, code, body)
-		fc.mu.Lock()
-		stored := string(fc.ckpt["t"].Data)
-		fc.mu.Unlock()
+		fc.Mu.Lock()
+		stored := string(fc.Ckpt["t"].Data)
+		fc.Mu.Unlock()
 		require.Equal(t, data, stored, "stored as its JSON text, unchanged")
+		var reply struct {
+			CheckpointData json.RawMessage `json:"checkpointData"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &reply), body)
+		require.JSONEq(t, data, string(reply.CheckpointData), "the checkpoint reply hands it back in the shape acquire does")
 	}
 	// The next owner gets it back as the same JSON value.
-	s.keeper.drop("t", 0, reasonReleased, EventReleased, "test")
-	fc.mu.Lock()
-	delete(fc.leases, "t")
-	fc.mu.Unlock()
+	s.keeper.Drop("t", 0, leases.ReasonReleased, EventReleased, "test")
+	fc.Mu.Lock()
+	delete(fc.Leases, "t")
+	fc.Mu.Unlock()
 	code, body := ctl(t, s, "POST", PathAcquire, `{"taskId":"t"}`)
 	require.Equal(t, 200, code, body)
 	var g GrantReply

@@ -18,26 +18,34 @@
 // or after the deadline; the watchdog additionally cuts in-flight writes
 // and CONNECT tunnels at that instant.
 //
-// Where things are:
+// Where things are (each part its own package; imports run one way, down
+// this list):
 //
-//   - sidecar.go: Sidecar only wires the parts below and owns Start and
-//     Shutdown.
-//   - keeper.go, keeper_loops.go: the lease keeper — session, heartbeat
-//     loop, session watch, watchdog — over the lease table
-//     (leasetable.go, leaseview.go). A lease's state is leaseState
-//     (leasestate.go): its phase, its deadline (the only copy), its
-//     generation of connections, its transitions and mayWrite.
-//   - pipeline.go: the request pipeline. serve takes one request from any
-//     entry (target.go: absolute form today, a tunnel's origin-form
-//     requests tomorrow) through decide, stamp, journal (journal.go),
-//     forward and relay (relay.go); an exchange owns the request/response
-//     pair and releases it once. respond.go writes every response and
-//     maps upstream failures to problems; connect.go serves CONNECT.
-//   - control.go, control_calls.go, control_types.go: the control API, a
-//     route table over the keeper and the cluster client.
-//   - headers.go, classify.go, idempotency.go, upstream.go, tlsorigin.go:
-//     header scanning and stamping, write classification, key
-//     derivation, pooled upstream clients, TLS origination.
+//   - proxy (this package): the user-facing Config and its defaults and
+//     checks (config.go), each part's own settings cut from it (parts.go),
+//     the interception CA's creation and route (intercept.go), and
+//     Sidecar (sidecar.go), which only wires the parts and owns Start and
+//     Shutdown. names.go lets users name the parts' public types here.
+//   - proxy/control: the control API, a route table over the keeper and
+//     the cluster client.
+//   - proxy/tunnel: CONNECT — blind tunnels, sniffing, interception; hands
+//     each request read inside a fenced tunnel to the request path.
+//   - proxy/request: the request pipeline — target, classification,
+//     stamping, keys, journal, upstream clients, TLS origination, relay,
+//     problem replies.
+//   - proxy/leases: the lease keeper — session, heartbeat loop, watch,
+//     watchdog, the lease table and each lease's state (mayWrite, the one
+//     write decision).
+//   - leaves: proxy/reply (problem codes and replies), proxy/conns
+//     (connection plumbing), proxy/clock, proxy/mitm (the interception
+//     CA), proxy/cluster (the cluster client).
+//
+// A newcomer's map: a proxied request enters at Sidecar.handleProxy
+// (sidecar.go) and runs request.Pipeline.Serve; a CONNECT enters at
+// tunnel.Tunnels.Connect; a control call enters at control.API.Handler;
+// whether a write may leave is decided in leases (leasestate.go,
+// mayWrite); a lease ends in leases.Keeper.Drop (or by the watchdog in
+// keeper_loops.go), which cuts its connections and tunnels.
 //
 // Idempotency-Key: a worker-supplied key passes unchanged; else, with an
 // X-Fencing-Action-Id header, "fp1-" + the first 32 hex digits of
@@ -56,8 +64,8 @@
 // list allows); a CONNECT whose first bytes are an HTTP request (Node's
 // fetch tunnels even http:// URLs) is read as it is. Either way every
 // request inside the tunnel enters the same pipeline as a proxied one
-// (tunnel.go hands it to pipeline.serve with an entry naming the CONNECT
-// authority): classified, checked, stamped, journaled or blocked,
+// (package proxy/tunnel hands it to the request path's Serve with an
+// Entry naming the CONNECT authority): classified, checked, stamped, journaled or blocked,
 // with the Host bound to the CONNECT authority, and upstream TLS verified.
 // Other CONNECTs are blind tunnels to allow-listed targets, cut when the
 // lease is lost, or refused with the reason in the status line.

@@ -8,15 +8,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
+
+	"github.com/fencepost/fencepost/proxy/request"
 )
 
 // serveEntry serves raw over an in-memory connection through the
 // pipeline as a request read from inside a tunnel to authority: the shape
 // a CONNECT tunnel carrying plain HTTP (or intercepted TLS) plugs in with.
-func serveEntry(t *testing.T, s *Sidecar, in entry, raw string) *http.Response {
+func serveEntry(t *testing.T, s *Sidecar, in request.Entry, raw string) *http.Response {
 	t.Helper()
 	a, b := net.Pipe()
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { s.pipe.serve(ctx, in) }, DisableHeaderNamesNormalizing: true}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { s.pipe.Serve(ctx, in) }, DisableHeaderNamesNormalizing: true}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(a) }()
 	go func() { _, _ = b.Write([]byte(raw)) }()
@@ -35,7 +37,7 @@ func TestTunnelEntryGoesThroughThePipeline(t *testing.T) {
 	s := startSidecar(t, fc, baseConfig(t))
 	mustAcquire(t, s, "alpha")
 	mustAcquire(t, s, "beta")
-	in := entry{authority: up.addr(), task: "beta"}
+	in := request.Entry{Authority: up.addr(), Task: "beta"}
 
 	// Origin-form inside the tunnel: stamped with the tunnel's task, sent
 	// to the tunnel's authority, worker fencing headers replaced.
@@ -54,7 +56,7 @@ func TestTunnelEntryGoesThroughThePipeline(t *testing.T) {
 	require.Equal(t, 400, resp.StatusCode)
 	resp = serveEntry(t, s, in, "POST /w HTTP/1.1\r\nHost: "+up.addr()+"\r\n"+HeaderTaskSelect+": alpha\r\nContent-Length: 1\r\n\r\nx")
 	require.Equal(t, 400, resp.StatusCode)
-	resp = serveEntry(t, s, entry{authority: up.addr(), task: "gamma"}, "POST /w HTTP/1.1\r\nHost: "+up.addr()+"\r\nContent-Length: 1\r\n\r\nx")
+	resp = serveEntry(t, s, request.Entry{Authority: up.addr(), Task: "gamma"}, "POST /w HTTP/1.1\r\nHost: "+up.addr()+"\r\nContent-Length: 1\r\n\r\nx")
 	require.Equal(t, 409, resp.StatusCode)
 	resp = serveEntry(t, s, in, "GET http://"+up.addr()+"/abs HTTP/1.1\r\nHost: "+up.addr()+"\r\n\r\n")
 	require.Equal(t, 400, resp.StatusCode, "inside a tunnel the target is origin-form")

@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/valyala/fasthttp"
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
@@ -46,7 +44,7 @@ func problemOf(t *testing.T, body string) api.Problem {
 
 func TestForwardStampsExactlyOneSet(t *testing.T) {
 	fc := newFakeCluster()
-	fc.signature = "ed25519=k1:c2ln"
+	fc.Signature = "ed25519=k1:c2ln"
 	up := startUpstream(t, nil)
 	s := startSidecar(t, fc, baseConfig(t))
 	g := mustAcquire(t, s, "task-1")
@@ -104,10 +102,10 @@ func TestWriteBlockedByReason(t *testing.T) {
 
 	// Revoked through the heartbeat.
 	mustAcquire(t, s, "task-1")
-	fc.signal("task-1", api.SignalRevoked, lease.StatusRevoked)
+	fc.Signal("task-1", api.SignalRevoked, lease.StatusRevoked)
 	ev, cancel := s.Subscribe()
 	defer cancel()
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	s.keeper.HeartbeatOnce(t.Context())
 	require.Equal(t, EventRevoked, (<-ev).Kind)
 	resp, body = doReq(t, c, "PUT", "http://"+up.addr()+"/w", "x", nil)
 	require.Equal(t, 409, resp.StatusCode)
@@ -175,55 +173,6 @@ func TestTaskSelection(t *testing.T) {
 	require.Len(t, up.requests(), 2)
 }
 
-func TestWriteRules(t *testing.T) {
-	rules := normalizeRules([]WriteRule{
-		{Host: "search.example", PathPrefix: "/query", Methods: []string{"post"}, Write: false},
-		{Host: "*.danger.example", Methods: []string{"GET"}, Write: true},
-		{Host: "api.example:8080", PathPrefix: "/admin", Write: true},
-	})
-	tg := func(host, hp, raw, norm string) target {
-		return target{host: host, hostPort: hp, rawPath: raw, normPath: norm}
-	}
-	require.False(t, isWrite(rules, "POST", tg("search.example", "search.example:80", "/query/x", "/query/x")))
-	// A dot-segment cannot narrow a write into a read.
-	require.True(t, isWrite(rules, "POST", tg("search.example", "search.example:80", "/query/../delete", "/delete")))
-	require.True(t, isWrite(rules, "POST", tg("other.example", "other.example:80", "/query", "/query")))
-	require.True(t, isWrite(rules, "GET", tg("x.danger.example", "x.danger.example:80", "/", "/")))
-	require.False(t, isWrite(rules, "GET", tg("danger.example", "danger.example:80", "/", "/")))
-	require.True(t, isWrite(rules, "GET", tg("api.example", "api.example:8080", "/ad%6din", "/admin")))
-	require.False(t, isWrite(rules, "GET", tg("api.example", "api.example:80", "/admin", "/admin")))
-	// Unknown and lower-case methods are writes: unknown means write.
-	require.True(t, isWrite(nil, "PURGE", tg("a", "a:80", "/", "/")))
-	require.True(t, isWrite(nil, "get", tg("a", "a:80", "/", "/")))
-	for _, m := range []string{"GET", "HEAD", "OPTIONS", "TRACE"} {
-		require.False(t, isWrite(nil, m, tg("a", "a:80", "/", "/")))
-	}
-}
-
-func TestLeaseRecheckedBeforeSendAfterSlowBody(t *testing.T) {
-	// The deadline passes while the request is in the sidecar: the write
-	// is blocked even though the lease was current when it arrived.
-	fc := newFakeCluster()
-	fc.validFor = 2 * time.Second
-	clk := newFakeClock()
-	up := startUpstream(t, nil)
-	cfg := baseConfig(t)
-	cfg.Clock = clk
-	s := startSidecar(t, fc, cfg)
-	mustAcquire(t, s, "t")
-	ctx := newTestCtx("POST", "http://"+up.addr()+"/w", "body")
-	x := newExchange(s, ctx)
-	defer x.finish()
-	e := x.decide()
-	require.Nil(t, e)
-	require.True(t, x.leased)
-	clk.Advance(2 * time.Second)
-	x.req = fasthttp.AcquireRequest()
-	e = x.stamp()
-	require.NotNil(t, e)
-	require.Equal(t, CodeLeaseExpired, e.code)
-}
-
 func TestWorkerKeyPassesOnUnleasedRead(t *testing.T) {
 	fc := newFakeCluster()
 	up := startUpstream(t, nil)
@@ -231,30 +180,6 @@ func TestWorkerKeyPassesOnUnleasedRead(t *testing.T) {
 	resp, _ := doReq(t, proxyClient(t, s, ""), "GET", "http://"+up.addr()+"/r", "", map[string][]string{"Idempotency-Key": {"k-1"}})
 	require.Equal(t, 200, resp.StatusCode)
 	require.Equal(t, []string{"k-1"}, up.requests()[0].values("Idempotency-Key"))
-}
-
-func TestNoByteLeavesAfterDeadline(t *testing.T) {
-	// The deadline passes between the last lease check and the send (a
-	// descheduled goroutine): the write connection refuses the bytes.
-	fc := newFakeCluster()
-	fc.validFor = 2 * time.Second
-	clk := newFakeClock()
-	up := startUpstream(t, nil)
-	cfg := baseConfig(t)
-	cfg.Clock = clk
-	s := startSidecar(t, fc, cfg)
-	mustAcquire(t, s, "t")
-	ctx := newTestCtx("POST", "http://"+up.addr()+"/w", "body")
-	x := newExchange(s, ctx)
-	defer x.finish()
-	require.Nil(t, x.decide())
-	x.req = fasthttp.AcquireRequest()
-	require.Nil(t, x.stamp())
-	clk.Advance(2 * time.Second)
-	x.forward()
-	require.Equal(t, 409, ctx.Response.StatusCode(), string(ctx.Response.Body()))
-	require.Equal(t, api.ProblemTypeBase+CodeLeaseExpired, problemOf(t, string(ctx.Response.Body())).Type)
-	require.Empty(t, up.requests())
 }
 
 // TestSmallBodyCutShort: a small response whose body ends before its

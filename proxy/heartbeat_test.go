@@ -9,20 +9,13 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/leases"
+	"github.com/fencepost/fencepost/proxy/proxytest"
 )
 
-func TestRetryDelayJitteredAndBounded(t *testing.T) {
-	for fails := 1; fails < 12; fails++ {
-		d := retryDelay(fails, 4*time.Second)
-		require.GreaterOrEqual(t, d, retryBase/2)
-		require.LessOrEqual(t, d, time.Second, "capped at a quarter of the interval")
-	}
-	require.LessOrEqual(t, retryDelay(50, 100*time.Millisecond), retryBase)
-}
-
 // hbSidecar starts a sidecar on a fake clock with one lease.
-func hbSidecar(t *testing.T, fc *fakeCluster) (*Sidecar, *fakeClock) {
-	clk := newFakeClock()
+func hbSidecar(t *testing.T, fc *fakeCluster) (*Sidecar, *proxytest.Clock) {
+	clk := proxytest.NewClock()
 	cfg := baseConfig(t)
 	cfg.Clock = clk
 	s := startSidecar(t, fc, cfg)
@@ -30,7 +23,7 @@ func hbSidecar(t *testing.T, fc *fakeCluster) (*Sidecar, *fakeClock) {
 }
 
 // advanceUntil advances the fake clock in steps until cond holds.
-func advanceUntil(t *testing.T, clk *fakeClock, step time.Duration, cond func() bool, msg string) {
+func advanceUntil(t *testing.T, clk *proxytest.Clock, step time.Duration, cond func() bool, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
@@ -44,19 +37,18 @@ func advanceUntil(t *testing.T, clk *fakeClock, step time.Duration, cond func() 
 
 func TestHeartbeatIntervalIsSmallestAndRenewsAll(t *testing.T) {
 	fc := newFakeCluster()
-	fc.hbEvery = 3 * time.Second
+	fc.HbEvery = 3 * time.Second
 	s, clk := hbSidecar(t, fc)
 	mustAcquire(t, s, "a")
-	fc.mu.Lock()
-	fc.hbEvery = 2 * time.Second
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	fc.HbEvery = 2 * time.Second
+	fc.Mu.Unlock()
 	mustAcquire(t, s, "b")
-	require.Equal(t, 2*time.Second, s.keeper.table.interval(time.Minute))
 
-	n := len(fc.heartbeats())
+	n := len(fc.Heartbeats())
 	// Waiting for the loop to arm its 2s timer, then 2s pass: one heartbeat.
 	eventually(t, func() bool {
-		for _, d := range clk.pending() {
+		for _, d := range clk.Pending() {
 			if d > time.Second && d <= 2*time.Second {
 				return true
 			}
@@ -64,20 +56,20 @@ func TestHeartbeatIntervalIsSmallestAndRenewsAll(t *testing.T) {
 		return false
 	}, "heartbeat timer armed at the smallest interval")
 	clk.Advance(2 * time.Second)
-	eventually(t, func() bool { return len(fc.heartbeats()) > n }, "heartbeat sent")
-	hb := fc.heartbeats()[n]
+	eventually(t, func() bool { return len(fc.Heartbeats()) > n }, "heartbeat sent")
+	hb := fc.Heartbeats()[n]
 	require.Equal(t, []api.HeldLease{{TaskID: "a", Epoch: 101}, {TaskID: "b", Epoch: 102}}, hb.Leases)
-	fc.mu.Lock()
-	require.Equal(t, 1, fc.maxFlight, "exactly one heartbeat in flight")
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	require.Equal(t, 1, fc.MaxFlight, "exactly one heartbeat in flight")
+	fc.Mu.Unlock()
 }
 
 func TestStuckHeartbeatStillBlocksAtDeadline(t *testing.T) {
 	fc := newFakeCluster()
-	fc.validFor = 10 * time.Second
-	fc.hbEvery = 3 * time.Second
+	fc.ValidFor = 10 * time.Second
+	fc.HbEvery = 3 * time.Second
 	block := make(chan struct{})
-	fc.hbBlock = block
+	fc.HbBlock = block
 	defer close(block)
 	s, clk := hbSidecar(t, fc)
 	mustAcquire(t, s, "t")
@@ -88,11 +80,11 @@ func TestStuckHeartbeatStillBlocksAtDeadline(t *testing.T) {
 	// returns: the fake blocks on a channel, and the context timeout is
 	// real time). Time passes on the sidecar's clock only.
 	clk.Advance(9799 * time.Millisecond)
-	_, why := s.keeper.table.current("t", clk.Now())
+	_, why := s.keeper.Check("t")
 	require.Empty(t, why)
 	clk.Advance(time.Millisecond)
-	_, why = s.keeper.table.current("t", clk.Now())
-	require.Equal(t, reasonExpired, why, "blocked at the deadline even though no heartbeat reply came")
+	_, why = s.keeper.Check("t")
+	require.Equal(t, leases.ReasonExpired, why, "blocked at the deadline even though no heartbeat reply came")
 	// The watchdog publishes the loss.
 	select {
 	case ev := <-events:
@@ -104,27 +96,27 @@ func TestStuckHeartbeatStillBlocksAtDeadline(t *testing.T) {
 
 func TestFailedHeartbeatsRetryAndLeaseExpires(t *testing.T) {
 	fc := newFakeCluster()
-	fc.validFor = 10 * time.Second
-	fc.hbEvery = 3 * time.Second
+	fc.ValidFor = 10 * time.Second
+	fc.HbEvery = 3 * time.Second
 	s, clk := hbSidecar(t, fc)
 	mustAcquire(t, s, "t")
-	fc.mu.Lock()
-	fc.hbErr = errors.New("partition")
-	fc.mu.Unlock()
-	n := len(fc.heartbeats())
-	advanceUntil(t, clk, 100*time.Millisecond, func() bool { return len(fc.heartbeats()) >= n+4 }, "retries")
+	fc.Mu.Lock()
+	fc.HbErr = errors.New("partition")
+	fc.Mu.Unlock()
+	n := len(fc.Heartbeats())
+	advanceUntil(t, clk, 100*time.Millisecond, func() bool { return len(fc.Heartbeats()) >= n+4 }, "retries")
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool {
-		_, why := s.keeper.table.current("t", clk.Now())
-		return why == reasonExpired
+		_, why := s.keeper.Check("t")
+		return why == leases.ReasonExpired
 	}, "expired")
 	// Healing: the next heartbeat revives it (same epoch).
 	ev, cancel := s.Subscribe()
 	defer cancel()
-	fc.mu.Lock()
-	fc.hbErr = nil
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	fc.HbErr = nil
+	fc.Mu.Unlock()
 	advanceUntil(t, clk, 100*time.Millisecond, func() bool {
-		_, why := s.keeper.table.current("t", clk.Now())
+		_, why := s.keeper.Check("t")
 		return why == ""
 	}, "revived")
 	require.Equal(t, EventRevived, (<-ev).Kind)
@@ -136,13 +128,13 @@ func TestSessionLostDropsLeases(t *testing.T) {
 	mustAcquire(t, s, "t")
 	ev, cancel := s.Subscribe()
 	defer cancel()
-	fc.mu.Lock()
-	fc.hbErr = lease.ErrSessionNotFound
-	fc.mu.Unlock()
-	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.table.count() == 0 }, "leases dropped")
+	fc.Mu.Lock()
+	fc.HbErr = lease.ErrSessionNotFound
+	fc.Mu.Unlock()
+	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return len(s.keeper.Views()) == 0 }, "leases dropped")
 	require.Equal(t, EventLost, (<-ev).Kind)
-	fc.mu.Lock()
-	fc.hbErr = nil
-	fc.mu.Unlock()
-	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.sessionID() != "" && s.keeper.sessionID() != "s1" }, "new session")
+	fc.Mu.Lock()
+	fc.HbErr = nil
+	fc.Mu.Unlock()
+	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.SessionID() != "" && s.keeper.SessionID() != "s1" }, "new session")
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/goleak"
@@ -18,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/fencepost/fencepost/fence/api"
-	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/proxytest"
 )
 
 func TestMain(m *testing.M) {
@@ -45,201 +44,10 @@ func eventually(t testing.TB, cond func() bool, msg string) {
 	}
 }
 
-// fakeLease is the fake cluster's record of one live lease.
-type fakeLease struct {
-	epoch  uint64
-	sid    string
-	signal string // delivered on the next heartbeat
-	status lease.Status
-}
+// fakeCluster is the in-memory lease cluster the tests share.
+type fakeCluster = proxytest.Cluster
 
-// fakeCluster is an in-memory test double of the lease cluster.
-type fakeCluster struct {
-	mu        sync.Mutex
-	nextEpoch uint64
-	nextSess  int
-	validFor  time.Duration
-	hbEvery   time.Duration
-	signature string
-	leases    map[string]*fakeLease
-	ckpt      map[string]*lease.Checkpoint
-	hbCalls   []api.HeartbeatRequest
-	hbErr     error         // when set, heartbeats fail
-	hbBlock   chan struct{} // when set, heartbeats block until it is closed
-	inFlight  int
-	maxFlight int
-	releases  []api.ReleaseRequest
-	relErr    error // when set, Release fails with it
-	closed    []string
-}
-
-func newFakeCluster() *fakeCluster {
-	return &fakeCluster{
-		nextEpoch: 100, validFor: 10 * time.Second, hbEvery: 3 * time.Second,
-		leases: make(map[string]*fakeLease), ckpt: make(map[string]*lease.Checkpoint),
-	}
-}
-
-func (f *fakeCluster) OpenSession(_ context.Context, req api.OpenSessionRequest) (api.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nextSess++
-	return api.Session{SessionID: "s" + string(rune('0'+f.nextSess)), WorkerID: req.WorkerID}, nil
-}
-
-func (f *fakeCluster) CloseSession(_ context.Context, sid string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = append(f.closed, sid)
-	return nil
-}
-
-func (f *fakeCluster) HeartbeatOnce(ctx context.Context, sid string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	f.mu.Lock()
-	f.hbCalls = append(f.hbCalls, req)
-	f.inFlight++
-	if f.inFlight > f.maxFlight {
-		f.maxFlight = f.inFlight
-	}
-	block, hbErr := f.hbBlock, f.hbErr
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inFlight--
-		f.mu.Unlock()
-	}()
-	if block != nil {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return api.HeartbeatResponse{}, ctx.Err()
-		}
-	}
-	if hbErr != nil {
-		return api.HeartbeatResponse{}, hbErr
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	resp := api.HeartbeatResponse{ValidForMs: f.validFor.Milliseconds()}
-	for _, h := range req.Leases {
-		l := f.leases[h.TaskID]
-		switch {
-		case l == nil:
-			resp.Leases = append(resp.Leases, api.LeaseState{TaskID: h.TaskID, Epoch: h.Epoch, Status: lease.StatusExpired, Signal: api.SignalLost})
-		case l.epoch != h.Epoch || l.sid != sid:
-			resp.Leases = append(resp.Leases, api.LeaseState{TaskID: h.TaskID, Epoch: l.epoch, Status: lease.StatusActive, Signal: api.SignalLost})
-		case l.signal != "":
-			resp.Leases = append(resp.Leases, api.LeaseState{TaskID: h.TaskID, Epoch: l.epoch, Status: l.status, Signal: l.signal})
-			if l.signal != api.SignalRevived {
-				delete(f.leases, h.TaskID)
-			} else {
-				resp.Leases[len(resp.Leases)-1].ValidForMs = f.validFor.Milliseconds()
-				l.signal, l.status = "", lease.StatusActive
-			}
-		default:
-			resp.Leases = append(resp.Leases, api.LeaseState{TaskID: h.TaskID, Epoch: l.epoch, Status: lease.StatusActive, ValidForMs: f.validFor.Milliseconds()})
-		}
-	}
-	return resp, nil
-}
-
-func (f *fakeCluster) grantLocked(taskID, sid string) api.Grant {
-	f.nextEpoch++
-	f.leases[taskID] = &fakeLease{epoch: f.nextEpoch, sid: sid, status: lease.StatusActive}
-	task := lease.Task{ID: taskID, State: lease.TaskLeased, MaxEpoch: f.nextEpoch}
-	if cp := f.ckpt[taskID]; cp != nil {
-		c := *cp
-		task.Checkpoint = &c
-	}
-	return api.Grant{
-		Lease:          lease.Lease{TaskID: taskID, Epoch: f.nextEpoch, SessionID: sid, Status: lease.StatusActive},
-		Task:           task,
-		ValidForMs:     f.validFor.Milliseconds(),
-		HeartbeatMs:    f.hbEvery.Milliseconds(),
-		TokenSignature: f.signature,
-	}
-}
-
-func (f *fakeCluster) Acquire(_ context.Context, taskID string, req api.AcquireRequest) (api.Grant, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if l := f.leases[taskID]; l != nil && l.sid != req.SessionID {
-		return api.Grant{}, lease.ErrLeaseHeld
-	}
-	return f.grantLocked(taskID, req.SessionID), nil
-}
-
-func (f *fakeCluster) Claim(_ context.Context, req api.ClaimRequest) (api.Grant, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.grantLocked("claimed", req.SessionID), nil
-}
-
-func (f *fakeCluster) current(taskID, sid string, epoch uint64) error {
-	l := f.leases[taskID]
-	if l == nil || l.epoch != epoch || l.sid != sid {
-		return lease.ErrStaleEpoch
-	}
-	return nil
-}
-
-func (f *fakeCluster) Checkpoint(_ context.Context, taskID string, req api.CheckpointRequest) (*lease.Task, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.current(taskID, req.SessionID, req.Epoch); err != nil {
-		return nil, err
-	}
-	cp := f.ckpt[taskID]
-	seq := uint64(1)
-	if cp != nil {
-		seq = cp.Seq + 1
-	}
-	if req.Seq != 0 {
-		seq = req.Seq
-	}
-	f.ckpt[taskID] = &lease.Checkpoint{Seq: seq, Step: req.Step, Data: req.Data, Epoch: req.Epoch}
-	c := *f.ckpt[taskID]
-	return &lease.Task{ID: taskID, Checkpoint: &c}, nil
-}
-
-func (f *fakeCluster) Wait(_ context.Context, taskID string, req api.WaitRequest) (*lease.Task, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.current(taskID, req.SessionID, req.Epoch); err != nil {
-		return nil, err
-	}
-	delete(f.leases, taskID)
-	return &lease.Task{ID: taskID, State: lease.TaskWaiting}, nil
-}
-
-func (f *fakeCluster) Release(_ context.Context, taskID string, req api.ReleaseRequest) (*lease.Task, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.relErr != nil {
-		return nil, f.relErr
-	}
-	if err := f.current(taskID, req.SessionID, req.Epoch); err != nil {
-		return nil, err
-	}
-	delete(f.leases, taskID)
-	f.releases = append(f.releases, req)
-	return &lease.Task{ID: taskID, State: lease.TaskPending}, nil
-}
-
-// signal queues a signal for the next heartbeat about taskID.
-func (f *fakeCluster) signal(taskID, sig string, st lease.Status) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if l := f.leases[taskID]; l != nil {
-		l.signal, l.status = sig, st
-	}
-}
-
-func (f *fakeCluster) heartbeats() []api.HeartbeatRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]api.HeartbeatRequest(nil), f.hbCalls...)
-}
+func newFakeCluster() *fakeCluster { return proxytest.NewCluster() }
 
 // testLogger logs at warn level and above into the test log.
 func testLogger(t testing.TB) *zap.Logger {
@@ -273,14 +81,14 @@ func startSidecar(t testing.TB, fc Cluster, cfg Config) *Sidecar {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	eventually(t, func() bool { return s.keeper.sessionID() != "" }, "session open")
+	eventually(t, func() bool { return s.keeper.SessionID() != "" }, "session open")
 	return s
 }
 
 // mustAcquire acquires taskID through the sidecar.
 func mustAcquire(t testing.TB, s *Sidecar, taskID string) api.Grant {
 	t.Helper()
-	g, err := s.keeper.acquire(context.Background(), taskID, false, api.AcquireRequest{Create: true})
+	g, err := s.keeper.Acquire(context.Background(), taskID, false, api.AcquireRequest{Create: true})
 	require.NoError(t, err)
 	return g
 }
@@ -384,17 +192,37 @@ func proxyClient(t testing.TB, s *Sidecar, user string) *http.Client {
 }
 
 func checkpointReq(s *Sidecar, task string, seq uint64) api.CheckpointRequest {
-	_, epoch, _ := s.keeper.table.resolve(task)
-	return api.CheckpointRequest{SessionID: s.keeper.sessionID(), Epoch: epoch, Seq: seq}
+	_, epoch, _ := s.keeper.Resolve(task)
+	return api.CheckpointRequest{SessionID: s.keeper.SessionID(), Epoch: epoch, Seq: seq}
 }
 
-// counterValue reads a counter or gauge.
-func counterValue(t testing.TB, m prometheus.Metric) float64 {
+// seriesValue reads one counter or gauge series of s's registry: the
+// family name and, for a labelled family, the label value.
+func seriesValue(t testing.TB, s *Sidecar, name string, label ...string) float64 {
 	t.Helper()
-	var d dto.Metric
-	require.NoError(t, m.Write(&d))
-	if d.Counter != nil {
-		return d.Counter.GetValue()
+	fams, err := s.cfg.Registerer.(prometheus.Gatherer).Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if len(label) > 0 && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label[0]) {
+				continue
+			}
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
 	}
-	return d.Gauge.GetValue()
+	t.Fatalf("no series %s%q", name, label)
+	return 0
+}
+
+// problem is a problem document with the held tasks, as the sidecar
+// answers an ambiguous request.
+type problem struct {
+	api.Problem
+	Tasks []string `json:"tasks,omitempty"`
 }

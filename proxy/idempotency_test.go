@@ -10,18 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencepost/fencepost/fence"
+	"github.com/fencepost/fencepost/proxy/leases"
+	"github.com/fencepost/fencepost/proxy/request"
 )
-
-func TestKeyDerivation(t *testing.T) {
-	k := actionKey("task-1", "send-email-42")
-	require.Len(t, k, len(keyPrefix)+32)
-	require.Equal(t, k, actionKey("task-1", "send-email-42"))
-	require.NotEqual(t, k, actionKey("task-2", "send-email-42"))
-	require.NotEqual(t, ordinalKey("t", 1, 2), ordinalKey("t", 2, 1))
-	require.NotEqual(t, ordinalKey("t", 12, 3), ordinalKey("t", 1, 23))
-	// The two derivations live in separate spaces.
-	require.NotEqual(t, actionKey("t", "1"), ordinalKey("t", 0, 1))
-}
 
 func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 	fc := newFakeCluster()
@@ -35,9 +26,9 @@ func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 	ca := proxyClient(t, a, "")
 	resp, body := doReq(t, ca, "POST", "http://127.0.0.1:1/unused", "", nil) // connection refused: 502, not a forward with a key
 	require.Equal(t, 502, resp.StatusCode, body)
-	_, err := a.keeper.cluster.Checkpoint(t.Context(), "job", checkpointReq(a, "job", 1))
+	_, err := fc.Checkpoint(t.Context(), "job", checkpointReq(a, "job", 1))
 	require.NoError(t, err)
-	a.keeper.table.checkpointed("job", 101, 1, "")
+	a.keeper.Checkpointed("job", 101, 1, "")
 	for i := 0; i < 2; i++ {
 		resp, _ := doReq(t, ca, "POST", url, "x", nil)
 		require.Equal(t, 200, resp.StatusCode)
@@ -51,10 +42,10 @@ func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 
 	// The lease is reclaimed; a new owner resumes from checkpoint 1 and
 	// replays the same steps.
-	fc.mu.Lock()
-	delete(fc.leases, "job")
-	fc.mu.Unlock()
-	a.keeper.drop("job", 0, reasonLost, EventLost, "test")
+	fc.Mu.Lock()
+	delete(fc.Leases, "job")
+	fc.Mu.Unlock()
+	a.keeper.Drop("job", 0, leases.ReasonLost, EventLost, "test")
 	b := startSidecar(t, fc, baseConfig(t))
 	g := mustAcquire(t, b, "job")
 	require.Greater(t, g.Lease.Epoch, uint64(101))
@@ -72,9 +63,9 @@ func TestIdempotencyKeysSurviveANewOwner(t *testing.T) {
 		require.Equal(t, first[i].values("Idempotency-Key"), second[i].values("Idempotency-Key"), "write %d", i)
 		require.NotEqual(t, first[i].values("X-Fencing-Token"), second[i].values("X-Fencing-Token"))
 	}
-	require.Equal(t, []string{ordinalKey("job", 1, 1)}, first[0].values("Idempotency-Key"))
-	require.Equal(t, []string{ordinalKey("job", 1, 2)}, first[1].values("Idempotency-Key"))
-	require.Equal(t, []string{actionKey("job", "email-7")}, first[2].values("Idempotency-Key"))
+	require.Equal(t, []string{request.OrdinalKey("job", 1, 1)}, first[0].values("Idempotency-Key"))
+	require.Equal(t, []string{request.OrdinalKey("job", 1, 2)}, first[1].values("Idempotency-Key"))
+	require.Equal(t, []string{request.ActionKey("job", "email-7")}, first[2].values("Idempotency-Key"))
 	require.Equal(t, []string{"mine-1"}, first[3].values("Idempotency-Key"))
 	require.Empty(t, first[2].values(HeaderActionID), "the action id header is consumed")
 }
@@ -106,9 +97,9 @@ func TestKeyDerivationWire(t *testing.T) {
 		return "fp1-" + hex.EncodeToString(sum[:])[:32]
 	}
 	long := strings.Repeat("t", fence.MaxTaskLen)
-	act := strings.Repeat("a", maxActionIDLen)
-	require.Equal(t, want("task-1\x00send-email-42"), actionKey("task-1", "send-email-42"))
-	require.Equal(t, want(long+"\x00"+act), actionKey(long, act))
-	require.Equal(t, want("job\x00\x0012\x003"), ordinalKey("job", 12, 3))
-	require.Equal(t, want(long+"\x00\x0018446744073709551615\x0018446744073709551615"), ordinalKey(long, math.MaxUint64, math.MaxUint64))
+	act := strings.Repeat("a", request.MaxActionIDLen)
+	require.Equal(t, want("task-1\x00send-email-42"), request.ActionKey("task-1", "send-email-42"))
+	require.Equal(t, want(long+"\x00"+act), request.ActionKey(long, act))
+	require.Equal(t, want("job\x00\x0012\x003"), request.OrdinalKey("job", 12, 3))
+	require.Equal(t, want(long+"\x00\x0018446744073709551615\x0018446744073709551615"), request.OrdinalKey(long, math.MaxUint64, math.MaxUint64))
 }

@@ -2,54 +2,15 @@ package proxy
 
 import (
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/reply"
 )
-
-// Intercept configures TLS interception: for a CONNECT to a listed host
-// the sidecar completes the worker's TLS handshake with a leaf from its
-// own CA (package proxy/mitm), reads every request in the tunnel and
-// runs it through the same checks as a proxied one, and speaks verified
-// TLS upstream. The worker must trust the CA: point SSL_CERT_FILE,
-// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and NODE_EXTRA_CA_CERTS at
-// BundleFile. Clients that pin certificates cannot be intercepted:
-// leave their hosts out.
-type Intercept struct {
-	// Hosts lists intercepted hosts: "api.example.com", "*.example.com",
-	// an IP literal, or "*" for every host. Empty: interception off. The
-	// CA is name-constrained to the list unless it has "*".
-	Hosts []string
-	// BundleFile is where the CA bundle (system roots + the CA) is
-	// written at Start. Default a per-process file in os.TempDir().
-	BundleFile string
-	// UpstreamCAFile is a PEM bundle of roots that intercepted upstreams
-	// are verified against instead of the system pool.
-	UpstreamCAFile string
-	// CAValidity is the CA's lifetime; the CA is created anew at every
-	// start. Default 7 days.
-	CAValidity time.Duration
-	// HandshakeTimeout bounds a tunnel's first bytes and the worker's TLS
-	// handshake. Default 10s.
-	HandshakeTimeout time.Duration
-}
-
-func (in Intercept) validate() error {
-	if len(in.Hosts) > 0 {
-		if err := mitm.CheckHosts(in.Hosts); err != nil {
-			return fmt.Errorf("%w: intercept.hosts: %v", ErrInvalidConfig, err)
-		}
-	}
-	if in.UpstreamCAFile != "" {
-		if _, err := os.Stat(in.UpstreamCAFile); err != nil {
-			return fmt.Errorf("%w: intercept.upstreamCAFile: %v", ErrInvalidConfig, err)
-		}
-	}
-	return nil
-}
 
 // newCA creates the interception CA, or nil when interception is off.
 func newCA(cfg Config) (*mitm.CA, error) {
@@ -83,34 +44,30 @@ type CAInfo struct {
 // and OpenSSL (SSL_CERT_FILE), Python requests, curl, Node.
 var CAEnvVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
 
-// CA returns the interception CA's description, or false when
-// interception is off.
-func (s *Sidecar) CA() (CAInfo, bool) {
-	if s.pipe.ca == nil {
-		return CAInfo{}, false
-	}
+// caInfo describes ca, created for in, for workers.
+func caInfo(ca *mitm.CA, in Intercept) CAInfo {
 	env := make(map[string]string, len(CAEnvVars))
 	for _, v := range CAEnvVars {
-		env[v] = s.cfg.Intercept.BundleFile
+		env[v] = in.BundleFile
 	}
 	return CAInfo{
-		BundleFile:     s.cfg.Intercept.BundleFile,
-		CertificatePEM: string(s.pipe.ca.CertPEM()),
-		Hosts:          append([]string(nil), s.cfg.Intercept.Hosts...),
-		Constrained:    s.pipe.ca.Constrained(),
-		NotAfter:       s.pipe.ca.Certificate().NotAfter,
+		BundleFile:     in.BundleFile,
+		CertificatePEM: string(ca.CertPEM()),
+		Hosts:          append([]string(nil), in.Hosts...),
+		Constrained:    ca.Constrained(),
+		NotAfter:       ca.Certificate().NotAfter,
 		Env:            env,
-	}, true
+	}
 }
 
 // serveCA answers GET /v1/ca (JSON) and /v1/ca.pem: what a worker needs
 // to trust the interception CA. The CA certificate is public; the key
-// never leaves the process.
-func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
+// never leaves the process. ca is Sidecar.CA.
+func serveCA(ca func() (CAInfo, bool), ctx *fasthttp.RequestCtx) {
 	pemOnly := string(ctx.Path()) == PathCAPEM
-	info, ok := s.CA()
+	info, ok := ca()
 	if !ok {
-		writeProblem(ctx, fasthttp.StatusNotFound, CodeNotFound, "interception is off",
+		reply.Problem(ctx, fasthttp.StatusNotFound, reply.CodeNotFound, "interception is off",
 			"no intercept.hosts are configured, so the sidecar has no CA", 0)
 		return
 	}
@@ -119,5 +76,31 @@ func (s *Sidecar) serveCA(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(info.CertificatePEM)
 		return
 	}
-	writeJSON(ctx, info)
+	reply.JSON(ctx, info)
+}
+
+// registerCAExpiry exports when the signing interception CA expires. The
+// CA renews itself while the sidecar runs (reportRenewal logs each step),
+// so the gauge moves forward at every switch; it stops moving only when a
+// renewal keeps failing, which is what an alert watches.
+func registerCAExpiry(reg prometheus.Registerer, ca *mitm.CA) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencepost_sidecar_intercept_ca_expiry_timestamp_seconds",
+		Help: "When the sidecar's signing interception CA expires (Unix seconds); it renews itself, so a value that nears now means renewal is failing.",
+	}, func() float64 { return float64(ca.Certificate().NotAfter.Unix()) })
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("proxy: register metrics: %w", err)
+	}
+	return nil
+}
+
+// reportRenewal logs one step of the interception CA's renewal: the
+// steps at info, a failed one (the bundle could not be written, so the
+// switch waits) at warn.
+func (s *Sidecar) reportRenewal(e mitm.Event) {
+	if e.Kind == mitm.Failed {
+		s.log.Warn("interception CA renewal failed; retrying", zap.Time("signingCAExpires", e.NotAfter), zap.Error(e.Err))
+		return
+	}
+	s.log.Info("interception CA renewal", zap.String("step", string(e.Kind)), zap.Time("notAfter", e.NotAfter))
 }

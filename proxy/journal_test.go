@@ -11,6 +11,8 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/leases"
+	"github.com/fencepost/fencepost/proxy/request"
 )
 
 // journalCluster adds an in-memory effect journal to the fake cluster.
@@ -22,9 +24,9 @@ type journalCluster struct {
 }
 
 func (j *journalCluster) Intent(_ context.Context, taskID string, req api.IntentRequest) (api.IntentResponse, error) {
-	j.fakeCluster.mu.Lock()
-	err := j.fakeCluster.current(taskID, req.SessionID, req.Epoch)
-	j.fakeCluster.mu.Unlock()
+	j.fakeCluster.Mu.Lock()
+	err := j.fakeCluster.Current(taskID, req.SessionID, req.Epoch)
+	j.fakeCluster.Mu.Unlock()
 	if err != nil {
 		return api.IntentResponse{}, err
 	}
@@ -85,10 +87,10 @@ func TestJournaledWriteReplayedForNewOwner(t *testing.T) {
 
 	// The lease moves to a new owner, who repeats the action: the
 	// recorded response comes back and the upstream is not called again.
-	jc.fakeCluster.mu.Lock()
-	delete(jc.fakeCluster.leases, "pay")
-	jc.fakeCluster.mu.Unlock()
-	a.keeper.drop("pay", 0, reasonLost, EventLost, "test")
+	jc.fakeCluster.Mu.Lock()
+	delete(jc.fakeCluster.Leases, "pay")
+	jc.fakeCluster.Mu.Unlock()
+	a.keeper.Drop("pay", 0, leases.ReasonLost, EventLost, "test")
 	cfg.Registerer = prometheus.NewRegistry()
 	b := startSidecar(t, jc, cfg)
 	mustAcquire(t, b, "pay")
@@ -115,7 +117,7 @@ func TestJournaledWriteReplayedForNewOwner(t *testing.T) {
 
 	// An intent without outcome is in doubt: refused, not re-sent.
 	jc.jmu.Lock()
-	jc.effects[actionKey("pay", "refund-1")] = &lease.Effect{State: lease.EffectIntent}
+	jc.effects[request.ActionKey("pay", "refund-1")] = &lease.Effect{State: lease.EffectIntent}
 	jc.jmu.Unlock()
 	resp, body = doReq(t, proxyClient(t, b, ""), "POST", url, `{}`, map[string][]string{HeaderActionID: {"refund-1"}})
 	require.Equal(t, 409, resp.StatusCode)

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,11 +12,7 @@ import (
 // first bytes are read.
 func requireTunnels(t *testing.T, s *Sidecar, kind string, want float64) {
 	t.Helper()
-	read := func() float64 {
-		var m dto.Metric
-		require.NoError(t, s.pipe.metrics.tunnels.WithLabelValues(kind).Write(&m))
-		return m.GetCounter().GetValue()
-	}
+	read := func() float64 { return seriesValue(t, s, "fencepost_sidecar_tunnels_total", kind) }
 	require.Eventually(t, func() bool { return read() == want }, 5*time.Second, 10*time.Millisecond,
 		"tunnels_total{kind=%q}: got %v, want %v", kind, read(), want)
 }

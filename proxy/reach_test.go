@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencepost/fencepost/fence/api"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/fence/api"
 )
 
 // TestProxyRefusesClusterAndItself: with a current lease, a worker still
@@ -97,14 +98,14 @@ func TestControlRefusesCrossSite(t *testing.T) {
 // API gets the epoch but not the signature that a fenced service believes.
 func TestSignatureOnlyToListedHosts(t *testing.T) {
 	fc := newFakeCluster()
-	fc.signature = "ed25519=k1:c2ln"
+	fc.Signature = "ed25519=k1:c2ln"
 	fenced := startUpstream(t, nil)
 	thirdParty := startUpstream(t, nil)
 	cfg := baseConfig(t)
 	cfg.SignatureHosts = []string{fenced.addr()}
 	s := startSidecar(t, fc, cfg)
 	g := mustAcquire(t, s, "job")
-	require.Equal(t, fc.signature, g.TokenSignature)
+	require.Equal(t, fc.Signature, g.TokenSignature)
 	c := proxyClient(t, s, "job")
 	for _, up := range []*upstreamServer{fenced, thirdParty} {
 		resp, body := doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)
@@ -113,4 +114,51 @@ func TestSignatureOnlyToListedHosts(t *testing.T) {
 	require.Equal(t, []string{g.TokenSignature}, fenced.requests()[0].values("X-Fencing-Signature"))
 	require.Empty(t, thirdParty.requests()[0].values("X-Fencing-Signature"))
 	require.NotEmpty(t, thirdParty.requests()[0].values("X-Fencing-Token"))
+}
+
+// TestProxyRefusesEverySpellingOfTheCluster replays the insider probe of
+// issue 30: the guard compares canonical forms, so no spelling of the
+// cluster's API, its raft port (refuse_targets) or the sidecar's control
+// port gets through, by absolute form or by CONNECT. (A member host that
+// is not this machine is refused on every port: a unit test in package
+// request shows it without sending anything off loopback.)
+func TestProxyRefusesEverySpellingOfTheCluster(t *testing.T) {
+	fc := newFakeCluster()
+	cluster := startUpstream(t, nil)
+	raft := startUpstream(t, nil) // stands in for the member's raft port
+	cfg := baseConfig(t)
+	_, clusterPort, _ := strings.Cut(cluster.addr(), ":")
+	_, raftPort, _ := strings.Cut(raft.addr(), ":")
+	cfg.Endpoints = []string{"http://" + cluster.addr()}
+	cfg.RefuseTargets = []string{raft.addr()}
+	cfg.ConnectAllow = []string{cluster.addr(), raft.addr()}
+	s := startSidecar(t, fc, cfg)
+	mustAcquire(t, s, "mine")
+	c := proxyClient(t, s, "mine")
+	_, ctlPort, _ := strings.Cut(s.ControlAddr(), ":")
+
+	var hostports []string
+	for _, port := range []string{clusterPort, "0" + clusterPort, raftPort, "00" + raftPort, ctlPort, "0" + ctlPort} {
+		for _, host := range []string{"localhost.", "LOCALHOST..", "127.0.0.1.", "127.1", "127.0.1", "0177.0.0.1",
+			"0x7f.0.0.1", "0x7f000001", "2130706433", "017700000001", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]",
+			"[::1]", "[0:0:0:0:0:0:0:1]", "0.0.0.0", "0", "[::]", "api.localhost", "127.9.9.9"} {
+			hostports = append(hostports, host+":"+port)
+		}
+	}
+	for _, hp := range hostports {
+		resp, body := doReq(t, c, "POST", "http://"+hp+"/v1/giveback", `{"taskId":"mine"}`, map[string][]string{"Content-Type": {"application/json"}})
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s: %s", hp, body)
+		require.Equal(t, api.ProblemTypeBase+CodeSelfTarget, problemOf(t, body).Type, hp)
+
+		req, err := http.NewRequest(http.MethodConnect, "http://"+s.ProxyAddr(), nil)
+		require.NoError(t, err)
+		req.Host = hp
+		resp, err = http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "CONNECT %s", hp)
+	}
+	require.Empty(t, cluster.requests(), "nothing reached the cluster's API")
+	require.Empty(t, raft.requests(), "nothing reached the raft port")
+	require.Len(t, s.Leases(), 1, "the lease was not given away")
 }

@@ -59,7 +59,7 @@ func TestTunnelsCannotReachClusterOrSidecar(t *testing.T) {
 			if err != nil {
 				return
 			}
-			s.pipe.serveFencedTunnel(c, &tunnelInfo{host: host, port: port, task: "mine"})
+			s.tunnels.ServeFenced(c, host, port, "mine")
 		}()
 		var c net.Conn
 		c, err = net.Dial("tcp", ln.Addr().String())

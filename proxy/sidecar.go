@@ -13,6 +13,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/proxy/cluster"
+	"github.com/fencepost/fencepost/proxy/conns"
+	"github.com/fencepost/fencepost/proxy/control"
+	"github.com/fencepost/fencepost/proxy/leases"
+	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/request"
+	"github.com/fencepost/fencepost/proxy/tunnel"
 )
 
 // Sidecar is one worker's sidecar. It only wires its parts together — the
@@ -24,10 +30,12 @@ type Sidecar struct {
 	cfg      Config
 	owned    *cluster.Client // built by New from Endpoints; closed by Shutdown
 	log      *zap.Logger
-	keeper   *keeper
-	pipe     *pipeline
-	control  *control
-	draining bool // guarded by mu
+	keeper   *leases.Keeper
+	pipe     *request.Pipeline
+	tunnels  *tunnel.Tunnels
+	control  *control.API
+	ca       *mitm.CA // the interception CA; nil unless Config.Intercept.Hosts is set
+	draining bool     // guarded by mu
 
 	mu       sync.Mutex // guards life, draining, servers and listeners
 	life     lifecycle
@@ -70,51 +78,37 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		c, owned = cc, cc
 	}
 	s := &Sidecar{cfg: cfg, owned: owned, log: cfg.Logger.Named("sidecar")}
-	up, err := newUpstream(cfg)
-	if err != nil {
-		return nil, err
-	}
-	var k *keeper
-	m, err := newMetrics(cfg.Registerer,
-		func() time.Duration { return k.table.minRemaining(cfg.Clock.Now()) },
-		func() int { return k.table.count() })
-	if err != nil {
-		return nil, err
-	}
-	k = newKeeper(cfg, c, m)
-	s.keeper = k
-	p := &pipeline{
-		cfg: &s.cfg, keeper: k, up: up, rules: normalizeRules(append(append([]WriteRule(nil), cfg.WriteRules...), presetRules(cfg.WritePresets)...)),
-		allow: make(map[string]bool), metrics: m, log: s.log, tunnels: &s.serving,
-	}
+	var journal Journal
 	if len(cfg.Journal) > 0 {
 		j, ok := c.(Journal)
 		if !ok {
 			return nil, fmt.Errorf("%w: journal: the cluster client does not implement proxy.Journal", ErrInvalidConfig)
 		}
-		p.journal = j
-		for _, r := range cfg.Journal {
-			p.journalRules = append(p.journalRules, WriteRule{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Write: true})
-		}
-		p.journalRules = normalizeRules(p.journalRules)
+		journal = j
 	}
-	for _, a := range cfg.ConnectAllow {
-		h, port, _ := splitHostPort(a)
-		p.allow[net.JoinHostPort(h, fmt.Sprint(port))] = true
-	}
-	if p.ca, err = newCA(cfg); err != nil {
+	var err error
+	if s.keeper, err = leases.New(cfg.leaseSettings(), c); err != nil {
 		return nil, err
 	}
-	if p.ca != nil {
-		if err := registerCAExpiry(cfg.Registerer, p.ca.Certificate().NotAfter); err != nil {
+	if s.pipe, err = request.New(cfg.requestSettings(journal), s.keeper); err != nil {
+		return nil, err
+	}
+	if s.ca, err = newCA(cfg); err != nil {
+		return nil, err
+	}
+	if s.ca != nil {
+		if err := registerCAExpiry(cfg.Registerer, s.ca); err != nil {
 			return nil, err
 		}
 	}
-	s.pipe = p
+	if s.tunnels, err = tunnel.New(cfg.tunnelSettings(s.ca, s.newTunnelServer), s.pipe, s.keeper); err != nil {
+		return nil, err
+	}
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
-	s.control = newControl(&s.cfg, k, c, g, s.ready)
-	s.control.routes[PathCA] = route{"GET", s.serveCA}
-	s.control.routes[PathCAPEM] = route{"GET", s.serveCA}
+	s.control = control.New(control.Settings{ClusterTimeout: cfg.ClusterTimeout, Logger: cfg.Logger}, s.keeper, c, g, s.ready)
+	ca := func(ctx *fasthttp.RequestCtx) { serveCA(s.CA, ctx) }
+	s.control.Handle(PathCA, "GET", ca)
+	s.control.Handle(PathCAPEM, "GET", ca)
 	return s, nil
 }
 
@@ -136,8 +130,8 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.pipe.ca != nil {
-		if err := s.pipe.ca.WriteBundle(s.cfg.Intercept.BundleFile); err != nil {
+	if s.ca != nil {
+		if err := s.ca.WriteBundle(s.cfg.Intercept.BundleFile); err != nil {
 			return fmt.Errorf("proxy: intercept.bundleFile: %w", err)
 		}
 	}
@@ -161,22 +155,17 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	if s.ctlLn, err = listen("controlAddr", s.cfg.ControlAddr); err != nil {
 		return err
 	}
-	s.servers = []*fasthttp.Server{s.newProxyServer(), s.newServer("fencepost-sidecar", s.control.handler(), maxControlBody)}
-	s.pipe.tunnelSrv = s.newTunnelServer()
+	s.servers = []*fasthttp.Server{s.newProxyServer(), s.newServer("fencepost-sidecar", s.control.Handler(), control.MaxBody)}
 	if s.cfg.MetricsAddr != "" {
 		if s.metricLn, err = listen("metricsAddr", s.cfg.MetricsAddr); err != nil {
 			return err
 		}
 		// Read-only operational routes: nothing there can change a lease.
-		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.handler(PathMetrics, PathHealth, PathReady), 0))
+		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.Handler(PathMetrics, PathHealth, PathReady), 0))
 	}
-	for _, ln := range lns {
-		if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
-			s.pipe.ownPorts = append(s.pipe.ownPorts, port)
-		}
-	}
+	s.pipe.SetOwnPorts(lns)
 	s.life = lifeStarted
-	lns[0] = lingerListener{lns[0]} // a refused request's reply is read before the close
+	lns[0] = conns.LingerListener{Listener: lns[0]} // a refused request's reply is read before the close
 	s.served = lns
 	for i, ln := range lns {
 		srv := s.servers[i]
@@ -190,13 +179,23 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.keeper.run(bg, func(f func()) {
+	s.keeper.Run(bg, func(f func()) {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
 			f()
 		}()
 	})
+	if s.ca != nil {
+		// The CA renews itself for as long as the sidecar runs (mitm's
+		// renew.go: announce, switch, retire), rewriting the bundle the
+		// worker trusts before a new CA signs anything.
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.ca.KeepRenewed(bg, s.cfg.Intercept.BundleFile, s.reportRenewal)
+		}()
+	}
 	s.log.Info("sidecar started", zap.String("proxy", s.proxyLn.Addr().String()),
 		zap.String("control", s.ctlLn.Addr().String()), zap.String("worker", s.cfg.WorkerID))
 	return nil
@@ -206,9 +205,9 @@ func (s *Sidecar) Start(ctx context.Context) error {
 // not normalised (DisableHeaderNamesNormalizing), bodies and header
 // blocks are bounded, and reading a request is bounded in time.
 func (s *Sidecar) newProxyServer() *fasthttp.Server {
-	srv := s.newServer("fencepost-sidecar", s.pipe.handle, s.cfg.MaxRequestBody)
-	srv.ErrorHandler = s.pipe.parseError
-	srv.ExpectHandler = s.pipe.expect
+	srv := s.newServer("fencepost-sidecar", s.handleProxy, s.cfg.MaxRequestBody)
+	srv.ErrorHandler = s.pipe.ParseError
+	srv.ExpectHandler = s.expectProxy
 	srv.NoDefaultServerHeader = true
 	srv.NoDefaultContentType = true
 	srv.NoDefaultDate = true
@@ -218,14 +217,27 @@ func (s *Sidecar) newProxyServer() *fasthttp.Server {
 	return srv
 }
 
-// newTunnelServer serves the inside of fenced CONNECT tunnels with the
-// proxy's limits (tunnel.go).
-func (s *Sidecar) newTunnelServer() *fasthttp.Server {
-	srv := s.newProxyServer()
-	srv.Handler = s.pipe.handleTunneled
-	srv.ExpectHandler = s.pipe.expectTunneled
-	srv.Name = "fencepost-sidecar-tunnel"
-	return srv
+// newTunnelServer is the server of the inside of fenced CONNECT tunnels:
+// the proxy's limits; package tunnel sets its handlers.
+func (s *Sidecar) newTunnelServer() *fasthttp.Server { return s.newProxyServer() }
+
+// handleProxy serves one request on the proxy port: a CONNECT enters the
+// tunnels, anything else the request path.
+func (s *Sidecar) handleProxy(ctx *fasthttp.RequestCtx) {
+	if ctx.IsConnect() {
+		s.tunnels.Connect(ctx)
+		return
+	}
+	s.pipe.Serve(ctx, request.Entry{})
+}
+
+// expectProxy refuses an "Expect: 100-continue" request before its body
+// is uploaded when it would be refused anyway (a CONNECT has no body).
+func (s *Sidecar) expectProxy(ctx *fasthttp.RequestCtx) int {
+	if ctx.IsConnect() {
+		return fasthttp.StatusContinue
+	}
+	return s.pipe.Expect(ctx, request.Entry{})
 }
 
 // newServer is a server with the sidecar's timeouts and logger.
@@ -262,10 +274,19 @@ func (s *Sidecar) ControlAddr() string { return addrOf(&s.mu, &s.ctlLn) }
 // Subscribe returns a channel of lease events and a function that ends
 // the subscription. The channel is closed on cancel, on Shutdown, or if
 // the subscriber falls more than a buffer behind.
-func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.keeper.subscribe() }
+func (s *Sidecar) Subscribe() (<-chan Event, func()) { return s.keeper.Subscribe() }
+
+// CA returns the interception CA's description, or false when
+// interception is off.
+func (s *Sidecar) CA() (CAInfo, bool) {
+	if s.ca == nil {
+		return CAInfo{}, false
+	}
+	return caInfo(s.ca, s.cfg.Intercept), true
+}
 
 // Leases returns the local view of every held lease.
-func (s *Sidecar) Leases() []LeaseView { return s.keeper.views() }
+func (s *Sidecar) Leases() []LeaseView { return s.keeper.Views() }
 
 // ready is the readiness condition: not draining, and the keeper's.
 func (s *Sidecar) ready() (bool, string) {
@@ -275,7 +296,7 @@ func (s *Sidecar) ready() (bool, string) {
 	if draining {
 		return false, "draining"
 	}
-	return s.keeper.ready()
+	return s.keeper.Ready()
 }
 
 // Shutdown drains and stops the sidecar: it keeps heartbeating while
@@ -312,22 +333,23 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		_ = s.served[i].Close()
 	}
 	stop("proxy", 0)
-	s.pipe.fenced.closeAll()
+	s.tunnels.Close()
 
 	// The drain may have used up ctx; giving the leases back and closing
 	// the session still get their own bounded time, because skipping them
 	// makes the next owner wait a whole TTL.
 	final := context.WithoutCancel(ctx)
-	s.keeper.giveBackAll(final)
+	s.keeper.GiveBackAll(final)
 	s.cancel()
 	s.loops.Wait()
-	s.keeper.closeSession(final)
+	s.keeper.CloseSession(final)
 	stop("control", 1)
 	if len(s.servers) > 2 {
 		stop("metrics", 2)
 	}
-	s.pipe.up.close()
+	s.pipe.Close()
 	s.serving.Wait()
+	s.tunnels.Wait()
 	if s.owned != nil {
 		s.owned.Close()
 	}
@@ -340,7 +362,7 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 func (s *Sidecar) waitIdle(ctx context.Context) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for s.pipe.inflight.Load() > 0 {
+	for s.pipe.InFlight()+s.tunnels.InFlight() > 0 {
 		select {
 		case <-ctx.Done():
 			return

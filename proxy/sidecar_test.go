@@ -9,12 +9,13 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/proxytest"
 )
 
 func TestOneTaskModeAcquiresAndShutdownGivesBack(t *testing.T) {
 	fc := newFakeCluster()
 	// Someone else holds it at first: the sidecar keeps retrying.
-	fc.leases["solo"] = &fakeLease{epoch: 50, sid: "other", status: lease.StatusActive}
+	fc.Leases["solo"] = &proxytest.Lease{Epoch: 50, Sid: "other", Status: lease.StatusActive}
 	cfg := baseConfig(t)
 	cfg.Task = "solo"
 	s, err := New(cfg, fc)
@@ -22,9 +23,9 @@ func TestOneTaskModeAcquiresAndShutdownGivesBack(t *testing.T) {
 	require.NoError(t, s.Start(context.Background()))
 	code, _ := ctl(t, s, "GET", PathReady, "")
 	require.Equal(t, 503, code, "not ready without the lease")
-	fc.mu.Lock()
-	delete(fc.leases, "solo")
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	delete(fc.Leases, "solo")
+	fc.Mu.Unlock()
 	eventually(t, func() bool { c, _ := ctl(t, s, "GET", PathReady, ""); return c == 200 }, "ready with the lease")
 
 	// A write is in flight when shutdown starts: the sidecar keeps the
@@ -47,17 +48,17 @@ func TestOneTaskModeAcquiresAndShutdownGivesBack(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Shutdown(context.Background()) }()
 	eventually(t, func() bool { ok, _ := s.ready(); return !ok }, "draining")
-	fc.mu.Lock()
-	require.Empty(t, fc.releases, "not released while a write is in flight")
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	require.Empty(t, fc.Releases, "not released while a write is in flight")
+	fc.Mu.Unlock()
 	close(release)
 	require.Equal(t, 200, <-done)
 	require.NoError(t, <-stopped)
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	require.Len(t, fc.releases, 1)
-	require.Equal(t, lease.OutcomeGivenBack, fc.releases[0].Outcome)
-	require.Equal(t, []string{"s1"}, fc.closed)
+	fc.Mu.Lock()
+	defer fc.Mu.Unlock()
+	require.Len(t, fc.Releases, 1)
+	require.Equal(t, lease.OutcomeGivenBack, fc.Releases[0].Outcome)
+	require.Equal(t, []string{"s1"}, fc.Closed)
 	require.ErrorIs(t, s.Shutdown(context.Background()), ErrClosed)
 	require.ErrorIs(t, s.Start(context.Background()), ErrClosed)
 }
@@ -89,8 +90,8 @@ func TestShutdownGivesBackEvenWithEndedContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, s.Shutdown(ctx))
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
-	require.Len(t, fc.releases, 1)
-	require.Len(t, fc.closed, 1)
+	fc.Mu.Lock()
+	defer fc.Mu.Unlock()
+	require.Len(t, fc.Releases, 1)
+	require.Len(t, fc.Closed, 1)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/request"
 )
 
 func TestStreamingResponsePassesThroughUnbuffered(t *testing.T) {
@@ -69,8 +70,8 @@ func TestInFlightWriteCutWhenLeaseLost(t *testing.T) {
 	}()
 	<-arrived
 	start := time.Now()
-	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	r := <-done
 	require.Less(t, time.Since(start), 2*time.Second, "cut, not waited out")
 	require.Equal(t, 502, r.status, r.body)
@@ -173,9 +174,9 @@ func TestClientGoneMidStreamReleasesUpstream(t *testing.T) {
 	buf := make([]byte, 5)
 	_, err = io.ReadFull(resp.Body, buf)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), s.pipe.inflight.Load(), "the relay is in flight")
+	require.Equal(t, int64(1), s.pipe.InFlight(), "the relay is in flight")
 	require.NoError(t, resp.Body.Close()) // the worker hangs up mid-stream
-	eventually(t, func() bool { return s.pipe.inflight.Load() == 0 }, "relay closed after the worker left")
+	eventually(t, func() bool { return s.pipe.InFlight() == 0 }, "relay closed after the worker left")
 }
 
 func TestMetricsCountDecisions(t *testing.T) {
@@ -186,8 +187,8 @@ func TestMetricsCountDecisions(t *testing.T) {
 	doReq(t, c, "POST", "http://"+up.addr()+"/w", "x", nil)                  // blocked: none
 	doReq(t, c, "GET", "http://"+up.addr()+"/r", "", nil)                    // forwarded
 	rawExchange(t, s.ProxyAddr(), "GET /origin HTTP/1.1\r\nHost: x\r\n\r\n") // rejected
-	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.requests.WithLabelValues(decisionBlocked)))
-	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.requests.WithLabelValues(decisionForwarded)))
-	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.requests.WithLabelValues(decisionRejected)))
-	require.Equal(t, 1.0, counterValue(t, s.pipe.metrics.writesBlocked.WithLabelValues("none")))
+	require.Equal(t, 1.0, seriesValue(t, s, "fencepost_sidecar_requests_total", request.DecisionBlocked))
+	require.Equal(t, 1.0, seriesValue(t, s, "fencepost_sidecar_requests_total", request.DecisionForwarded))
+	require.Equal(t, 1.0, seriesValue(t, s, "fencepost_sidecar_requests_total", request.DecisionRejected))
+	require.Equal(t, 1.0, seriesValue(t, s, "fencepost_sidecar_writes_blocked_total", "none"))
 }

@@ -45,18 +45,6 @@ func TestTLSOrigination(t *testing.T) {
 	require.Equal(t, 502, resp.StatusCode, body)
 }
 
-func TestOriginTableLookup(t *testing.T) {
-	o, err := newOriginTable([]TLSOrigin{{Host: "API.example.com"}, {Host: "db.local:8443", ServerName: "db"}})
-	require.NoError(t, err)
-	require.NotNil(t, o.lookup("api.example.com", ""))
-	require.NotNil(t, o.lookup("api.example.com", "8080"))
-	require.Nil(t, o.lookup("db.local", ""))
-	require.Equal(t, "db", o.lookup("db.local", "8443").ServerName)
-	require.Equal(t, "api.example.com", o.forAddr("api.example.com:443").ServerName)
-	_, err = newOriginTable([]TLSOrigin{{Host: "x", CAFile: "/nonexistent"}})
-	require.ErrorIs(t, err, ErrInvalidConfig)
-}
-
 func TestTLSOriginationHintsNameHostAndPort(t *testing.T) {
 	ca := newTestCA(t, mitm.Config{Hosts: []string{"127.0.0.1"}})
 	up := startTLSUpstream(t, ca, "127.0.0.1", nil)

@@ -121,13 +121,13 @@ func TestTunnelBadFirstBytesAreClosed(t *testing.T) {
 		})
 	}
 	require.Empty(t, up.requests())
-	requireTunnels(t, s, tunnelClosed, 8)
+	requireTunnels(t, s, "closed", 8)
 	// The sidecar still serves.
 	c, br, _ := dialConnect(t, s.ProxyAddr(), up.addr(), "t1")
 	resp, body := roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: "+up.addr()+"\r\n\r\n")
 	require.Equal(t, 200, resp.StatusCode, body)
-	requireTunnels(t, s, tunnelHTTP, 1)
-	requireTunnels(t, s, tunnelIntercepted, 0)
+	requireTunnels(t, s, "http", 1)
+	requireTunnels(t, s, "intercepted", 0)
 }
 
 func TestInterceptedSNIMustMatchConnect(t *testing.T) {

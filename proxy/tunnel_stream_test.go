@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -67,8 +68,8 @@ func TestInterceptedSSEStreamsAndWriteStreamIsCutOnLeaseLoss(t *testing.T) {
 	n, err = resp.Body.Read(buf)
 	require.NoError(t, err)
 	require.Equal(t, "data: first\n\n", string(buf[:n]))
-	fc.signal("t1", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t1", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	_, err = io.ReadAll(resp.Body)
 	require.Error(t, err, "the stream must be cut, not completed")
 	_ = resp.Body.Close()
@@ -141,8 +142,8 @@ func TestNewOwnerReplayingADifferentWriteIsToldWhy(t *testing.T) {
 	require.Equal(t, 201, resp.StatusCode, body)
 
 	// Taken over: a new lease, resuming from the same (no) checkpoint.
-	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	mustAcquire(t, s, "t")
 	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=7", nil)
 	require.Equal(t, 422, resp.StatusCode, body)
@@ -150,7 +151,8 @@ func TestNewOwnerReplayingADifferentWriteIsToldWhy(t *testing.T) {
 	p := problemOf(t, body)
 	require.Equal(t, api.ProblemTypeBase+CodeWriteAlreadyPerformed, p.Type)
 	require.Contains(t, p.Detail, "write 1 after checkpoint 0")
-	require.Contains(t, p.Detail, fence.ProblemPayloadMismatch)
+	require.Contains(t, p.Detail, "the downstream answered: 422 "+path.Base(fence.ProblemPayloadMismatch)+` "`, "the downstream's problem in words")
+	require.NotContains(t, p.Detail, "?", "no quote of the downstream's body turned into '?'")
 
 	// The next write gets the next derived key and goes on as usual.
 	resp, body = doReq(t, proxyClient(t, s, ""), "POST", url, "amount=5", nil)

@@ -100,11 +100,11 @@ func TestInterceptedWriteIsStampedThenBlocked(t *testing.T) {
 	require.Len(t, reqs[0].values(fence.HeaderIdempotencyKey), 1)
 	require.Empty(t, reqs[0].values("Proxy-Authorization"))
 	require.Equal(t, "/charge", reqs[0].URI)
-	requireTunnels(t, s, tunnelIntercepted, 1)
+	requireTunnels(t, s, "intercepted", 1)
 
 	// Revoked: a 409 problem the client can read inside TLS, nothing sent.
-	fc.signal("t1", api.SignalRevoked, lease.StatusRevoked)
-	s.keeper.heartbeat(t.Context(), s.keeper.sessionID(), new(int))
+	fc.Signal("t1", api.SignalRevoked, lease.StatusRevoked)
+	s.keeper.HeartbeatOnce(t.Context())
 	resp, body = post(t, c, "https://"+up.addr()+"/charge", "amount=5")
 	require.Equal(t, 409, resp.StatusCode, body)
 	require.Equal(t, api.ProblemContentType, resp.Header.Get("Content-Type"))

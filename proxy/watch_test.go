@@ -53,8 +53,8 @@ func (w *watchCluster) bump() {
 
 func TestWatchBringsRevocationBeforeNextHeartbeat(t *testing.T) {
 	fc := newFakeCluster()
-	fc.hbEvery = time.Minute // the heartbeat alone would take a minute
-	fc.validFor = 3 * time.Minute
+	fc.HbEvery = time.Minute // the heartbeat alone would take a minute
+	fc.ValidFor = 3 * time.Minute
 	wc := &watchCluster{fakeCluster: fc, changed: make(chan struct{})}
 	s := startSidecar(t, wc, baseConfig(t))
 	ev, cancel := s.Subscribe()
@@ -64,7 +64,7 @@ func TestWatchBringsRevocationBeforeNextHeartbeat(t *testing.T) {
 	eventually(t, func() bool { wc.vmu.Lock(); defer wc.vmu.Unlock(); return wc.calls > 0 }, "watching")
 
 	start := time.Now()
-	fc.signal("t", api.SignalRevoked, lease.StatusRevoked)
+	fc.Signal("t", api.SignalRevoked, lease.StatusRevoked)
 	wc.bump()
 	select {
 	case e := <-ev:
@@ -73,7 +73,7 @@ func TestWatchBringsRevocationBeforeNextHeartbeat(t *testing.T) {
 		t.Fatal("revocation not seen: the watch did not trigger a heartbeat")
 	}
 	require.Less(t, time.Since(start), 2*time.Second)
-	fc.mu.Lock()
-	require.Equal(t, 1, fc.maxFlight, "the watch goes through the one heartbeat loop")
-	fc.mu.Unlock()
+	fc.Mu.Lock()
+	require.Equal(t, 1, fc.MaxFlight, "the watch goes through the one heartbeat loop")
+	fc.Mu.Unlock()
 }

@@ -190,6 +190,14 @@ type Config struct {
 	// Clock is the lessor's time source; nil is the real clock.
 	Clock Clock
 
+	// Version is the build's version ("v0.2.0", "dev"): stamped on every
+	// log entry this node proposes and on backups, so a member that cannot
+	// read one can name the version that wrote it (format.go).
+	Version string
+	// Restore, when its File is set, starts a new cluster from a backup
+	// (restore.go); the data dir must hold no raft state.
+	Restore Restore
+
 	// transportWrap lets tests wrap the raft transport (partitions).
 	transportWrap func(raft.Transport) raft.Transport
 }

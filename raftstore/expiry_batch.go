@@ -35,9 +35,11 @@ var batchable = map[lease.Op]bool{
 // returns their results ([]lease.Result, in the same order). A command of
 // an op a batch may not carry is refused alone (ErrInvalid), identically
 // on every replica.
-func applyBatch(f *fsm, index uint64, body []byte) any {
+func applyBatch(f *fsm, index uint64, body []byte) (any, error) {
 	var cmds []lease.Command
-	mustDecode(index, body, &cmds)
+	if err := decodeBody(body, &cmds); err != nil {
+		return nil, err
+	}
 	out := make([]lease.Result, len(cmds))
 	f.mu.Lock()
 	for i := range cmds {
@@ -51,7 +53,7 @@ func applyBatch(f *fsm, index uint64, body []byte) any {
 	for i := range cmds {
 		f.watch.observe(&cmds[i], out[i])
 	}
-	return out
+	return out, nil
 }
 
 // batches splits cmds into runs of at most size.
@@ -63,6 +65,16 @@ func batches(cmds []lease.Command, size int) [][]lease.Command {
 		cmds = cmds[n:]
 	}
 	return out
+}
+
+// proposeRun commits run as one batch entry, or, for a run of one while
+// older members may read it (Config.MixedVersions), as a plain command.
+func (s *Store) proposeRun(ctx context.Context, run []lease.Command) ([]lease.Result, error) {
+	if len(run) == 1 && s.cfg.MixedVersions {
+		res, err := s.propose(ctx, &run[0])
+		return []lease.Result{res}, err
+	}
+	return s.proposeBatch(ctx, run)
 }
 
 // proposeBatch commits cmds (all batchable) as one entry and returns each

@@ -52,9 +52,10 @@ type signingKey struct {
 }
 
 // entryHandler applies one decoded entry body at a raft index and returns
-// the apply response. A body that does not decode panics: every replica
-// would fail the same way, and continuing would diverge.
-type entryHandler func(f *fsm, index uint64, body []byte) any
+// the apply response. A body that does not decode is an error: every
+// replica would fail the same way, so the member halts (format.go) rather
+// than diverge or crash.
+type entryHandler func(f *fsm, index uint64, body []byte) (any, error)
 
 // entryHandlers is the registration table of known entry types.
 var entryHandlers = map[entryType]entryHandler{
@@ -88,6 +89,10 @@ type fsm struct {
 
 	applied indexWaiter
 	log     *zap.Logger
+	// halt stops applying at an entry this build cannot read (format.go);
+	// version is this build's, for its error.
+	halt    halter
+	version string
 	// watch wakes long-polling sidecars when their leases change.
 	watch *sessionWatch
 }
@@ -96,46 +101,63 @@ func newFSM(log *zap.Logger) *fsm {
 	return &fsm{model: lease.New(), nodes: map[string]nodeMeta{}, log: log, applied: newIndexWaiter(), watch: newSessionWatch()}
 }
 
-// Apply implements raft.FSM.
+// Apply implements raft.FSM. An entry it cannot read halts the member
+// (format.go): a panic here, as before, crash-looped the member on every
+// restart of its data dir. Once halted, nothing more is applied or counted
+// as applied.
 func (f *fsm) Apply(l *raft.Log) any {
-	defer f.applied.advance(l.Index)
+	if e := f.halt.halted(); e != nil {
+		return e
+	}
 	if len(l.Data) == 0 {
-		panic(fmt.Sprintf("raftstore: empty log entry at index %d", l.Index))
+		return f.stop(l, "empty entry")
 	}
 	t := entryType(l.Data[0])
 	h, ok := entryHandlers[t]
 	if !ok {
 		if t&ignorableFlag != 0 {
-			f.log.Warn("skipping unknown ignorable log entry", zap.Uint8("type", uint8(t)), zap.Uint64("index", l.Index))
+			f.log.Warn("skipping unknown ignorable log entry", zap.Uint8("type", uint8(t)), zap.Uint64("index", l.Index),
+				zap.String("writer", writerOf(l.Extensions)))
+			f.applied.advance(l.Index)
 			return nil
 		}
-		panic(fmt.Sprintf("raftstore: unknown log entry type %d at index %d", t, l.Index))
+		return f.stop(l, "unknown entry type")
 	}
-	return h(f, l.Index, l.Data[1:])
+	res, err := h(f, l.Index, l.Data[1:])
+	if err != nil {
+		return f.stop(l, err.Error())
+	}
+	f.applied.advance(l.Index)
+	return res
 }
 
-func mustDecode(index uint64, body []byte, v any) {
+func decodeBody(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
-		panic(fmt.Sprintf("raftstore: undecodable log entry at index %d: %v", index, err))
+		return fmt.Errorf("undecodable body: %v", err)
 	}
+	return nil
 }
 
 // applyCommand returns the lease.Result itself as the apply response, so
 // the proposer gets the model's answer (Consul returns the FSM's error the
 // same way).
-func applyCommand(f *fsm, index uint64, body []byte) any {
+func applyCommand(f *fsm, index uint64, body []byte) (any, error) {
 	var c lease.Command
-	mustDecode(index, body, &c)
+	if err := decodeBody(body, &c); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	res := f.model.Apply(index, &c)
 	f.mu.Unlock()
 	f.watch.observe(&c, res)
-	return res
+	return res, nil
 }
 
-func applyNode(f *fsm, index uint64, body []byte) any {
+func applyNode(f *fsm, _ uint64, body []byte) (any, error) {
 	var n nodeMeta
-	mustDecode(index, body, &n)
+	if err := decodeBody(body, &n); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n.Remove {
@@ -143,12 +165,14 @@ func applyNode(f *fsm, index uint64, body []byte) any {
 	} else {
 		f.nodes[n.ID] = n
 	}
-	return nil
+	return nil, nil
 }
 
-func applyKey(f *fsm, index uint64, body []byte) any {
+func applyKey(f *fsm, _ uint64, body []byte) (any, error) {
 	var k signingKey
-	mustDecode(index, body, &k)
+	if err := decodeBody(body, &k); err != nil {
+		return nil, err
+	}
 	k.Priv = nil
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -156,11 +180,11 @@ func applyKey(f *fsm, index uint64, body []byte) any {
 		if have.ID == k.ID {
 			// Re-adding a known key makes it current again.
 			f.keys = append(append(f.keys[:i:i], f.keys[i+1:]...), k)
-			return nil
+			return nil, nil
 		}
 	}
 	f.keys = append(f.keys, k)
-	return nil
+	return nil, nil
 }
 
 // StoreConfiguration implements raft.ConfigurationStore. The FSM keeps no
@@ -168,6 +192,9 @@ func applyKey(f *fsm, index uint64, body []byte) any {
 // wait for the FSM to reach the commit index, and configuration entries
 // would otherwise leave it one short forever.
 func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+	if f.halt.halted() != nil {
+		return
+	}
 	f.applied.advance(index)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestEntryEncodeDecode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, byte(entryCommand), data[0])
 	var back lease.Command
-	mustDecode(1, data[1:], &back)
+	require.NoError(t, decodeBody(data[1:], &back))
 	require.Equal(t, c, back)
 }
 
@@ -99,11 +100,55 @@ func TestFSMSkipsUnknownIgnorableEntry(t *testing.T) {
 	require.Equal(t, before, h.f.StateHash(), "an ignorable unknown entry changes nothing")
 }
 
-func TestFSMPanicsOnUnknownOrUndecodableEntry(t *testing.T) {
-	h := newFSMHarness(t)
-	require.Panics(t, func() { h.raw([]byte{0x3f, '{', '}'}) }, "unknown non-ignorable type")
-	require.Panics(t, func() { h.raw([]byte{byte(entryCommand), 'n', 'o', 't'}) }, "undecodable known type")
-	require.Panics(t, func() { h.raw(nil) }, "empty entry")
+// An entry the fsm cannot read halts it, naming index, type and writer:
+// nothing after it is applied or counted as applied, the state is
+// unchanged, and snapshots are refused. Each case starts a fresh fsm.
+func TestFSMHaltsOnUnknownOrUndecodableEntry(t *testing.T) {
+	cases := []struct {
+		name  string
+		data  []byte
+		ext   []byte
+		typ   uint8
+		cause string
+		by    string
+	}{
+		{"unknown type", []byte{127, '{', '}'}, []byte("2/v9.9.9"), 127, "unknown entry type", "fencepost v9.9.9 (entry format 2)"},
+		{"undecodable body", []byte{byte(entryCommand), 'n', 'o', 't'}, nil, uint8(entryCommand), "undecodable body", "before v0.1.0"},
+		{"empty entry", nil, []byte("1/v0.1.0"), 0, "empty entry", "fencepost v0.1.0 (entry format 1)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFSMHarness(t)
+			h.f.version = "v0.0.1-test"
+			var halts []*HaltError
+			h.f.halt.onHalt = func(e *HaltError) { halts = append(halts, e) }
+			h.populate()
+			before, applied := h.f.StateHash(), h.f.applied.get()
+			h.index++
+			res := h.f.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: tc.data, Extensions: tc.ext})
+			he, ok := res.(*HaltError)
+			require.True(t, ok, "apply answers the halt, got %T", res)
+			require.ErrorIs(t, he, ErrHalted)
+			require.Equal(t, h.index, he.Index)
+			require.Equal(t, tc.typ, he.Type)
+			require.Contains(t, he.Error(), fmt.Sprintf("index %d", h.index))
+			require.Contains(t, he.Error(), fmt.Sprintf("entry type %d", tc.typ))
+			require.Contains(t, he.Error(), tc.cause)
+			require.Contains(t, he.Error(), tc.by)
+			require.Contains(t, he.Error(), "v0.0.1-test")
+
+			// A valid entry after it is not applied either.
+			res = h.entry(entryCommand, &lease.Command{Op: lease.OpOpenSession, SessionID: "late", WorkerID: "w", Time: h.now})
+			require.Same(t, he, res)
+			require.Equal(t, before, h.f.StateHash(), "a halted fsm changes nothing")
+			require.Equal(t, applied, h.f.applied.get(), "nothing past the halt counts as applied")
+			h.f.StoreConfiguration(h.index+1, raft.Configuration{})
+			require.Equal(t, applied, h.f.applied.get())
+			_, err := h.f.Snapshot()
+			require.ErrorIs(t, err, ErrHalted, "a snapshot would claim the skipped entries")
+			require.Len(t, halts, 1, "the halt is reported once")
+		})
+	}
 }
 
 // memSink is a raft.SnapshotSink over a buffer.

@@ -185,6 +185,9 @@ func (s *Store) Ready() error {
 		return ErrShutdown
 	default:
 	}
+	if err := s.Halted(); err != nil {
+		return err
+	}
 	if s.raft.State() == raft.Leader {
 		s.leadMu.Lock()
 		ok := s.leading

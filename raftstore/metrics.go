@@ -92,6 +92,13 @@ func newMetrics(s *Store) *metrics {
 		gauge("term", "Current raft term.", func() float64 { return float64(s.raft.CurrentTerm()) }),
 		gauge("commit_index", "Raft commit index.", func() float64 { return float64(s.raft.CommitIndex()) }),
 		gauge("applied_index", "Index applied to the lease FSM.", func() float64 { return float64(s.fsm.applied.get()) }),
+		gauge("tls_cert_expiry_timestamp_seconds", "When this member's current certificate expires (Unix seconds; 0 without TLS). Rotated files are picked up within a second (fence/pki.Source).", func() float64 {
+			if s.cfg.TLS == nil {
+				return 0
+			}
+			return float64(s.cfg.TLS.Current().Leaf.NotAfter.Unix())
+		}),
+		gauge("apply_halted", "1 when this member stopped applying the log at an entry it cannot read (format.go; the log says which).", s.haltedGauge),
 		&stateCollector{s: s,
 			tasks:    prometheus.NewDesc(ns+"_cluster_tasks", "Tasks by state (this replica's view).", []string{"state"}, nil),
 			leases:   prometheus.NewDesc(ns+"_cluster_leases", "Current leases by status (this replica's view).", []string{"status"}, nil),

@@ -7,65 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fencepost/fencepost/fence/lease"
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 	"go.uber.org/zap"
 )
-
-// Store is one node of the lease cluster: a raft member whose FSM is the
-// lease model, plus the leader-only lessor that turns heartbeats into
-// in-memory renewals and overdue leases into proposals. All methods are
-// safe for concurrent use.
-type Store struct {
-	cfg   Config
-	cmds  *Commands
-	log   *zap.Logger
-	clock Clock
-
-	fsm   *fsm
-	raft  *raft.Raft
-	bolt  *raftboltdb.BoltStore
-	trans raft.Transport
-	// net is the TCP transport under trans; Close must release its pooled
-	// connections (raft's Shutdown closes only the listener), or the
-	// peers' connection handlers would wait on them forever.
-	net   *raft.NetworkTransport
-	layer *streamLayer
-	// raftRef is raft for the transport's dialer, which may run before
-	// Open has set s.raft.
-	raftRef atomic.Pointer[raft.Raft]
-	hclog   hclog.Logger
-	lessor  *lessor
-	verify  *verifier
-	m       *metrics
-
-	// leadMu guards leadReady and leading: whether this node, as leader,
-	// has taken office (its own entry committed, leases extended).
-	// leadReady is closed when it has, and replaced when it steps down.
-	leadMu    sync.Mutex
-	leadReady chan struct{}
-	leading   bool
-
-	// caughtUp latches once a follower applied up to readyTarget, the
-	// commit index it saw at first leader contact (Ready).
-	caughtUp    atomic.Bool
-	readyTarget atomic.Uint64
-
-	// peers is the leader's view of its peers' reachability (peers.go).
-	peers peerWatch
-
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-	wg        sync.WaitGroup
-}
 
 // Open starts a node: it opens (or creates) the data dir, starts raft,
 // bootstraps a one-node cluster when cfg.Bootstrap is set and there is no
@@ -77,10 +26,11 @@ func Open(cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	s := &Store{
 		cfg: cfg, cmds: NewCommands(cfg), log: cfg.Logger.With(zap.String("node", cfg.NodeID)), clock: cfg.Clock,
-		leadReady: make(chan struct{}), closing: make(chan struct{}),
+		leadReady: make(chan struct{}), closing: make(chan struct{}), haltDone: make(chan struct{}),
 	}
 	s.hclog = newHCLog(s.log.Named("raft"))
 	s.fsm = newFSM(s.log)
+	s.fsm.version, s.fsm.halt.onHalt, s.stamp = cfg.Version, s.onHalt, entryStamp(cfg.Version)
 	s.lessor = newLessor(cfg.Clock, cfg.Grace, cfg.SessionIdle)
 	if err := s.openRaft(); err != nil {
 		s.closeStorage()
@@ -179,6 +129,19 @@ func (s *Store) openRaft() error {
 		closeTransport(s.trans)
 		return fmt.Errorf("raftstore: inspect raft state: %w", err)
 	}
+	if cfg.Restore.File != "" && existing && alreadyRestored(cfg.DataDir, cfg.Restore.File) {
+		s.log.Info("data dir was restored from this backup already; starting from the data dir", zap.String("file", cfg.Restore.File))
+	} else if cfg.Restore.File != "" {
+		if existing {
+			closeTransport(s.trans)
+			return fmt.Errorf("%w: Restore: data dir %s already holds raft state; a restore starts a new cluster in an empty data dir", ErrConfig, cfg.DataDir)
+		}
+		if err := s.restoreInto(snaps, s.trans.LocalAddr()); err != nil {
+			closeTransport(s.trans)
+			return err
+		}
+		existing = true // the restored snapshot is the state; nothing to bootstrap
+	}
 	r, err := raft.NewRaft(rc, s.fsm, logs, bolt, snaps, s.trans)
 	if err != nil {
 		closeTransport(s.trans)
@@ -186,6 +149,9 @@ func (s *Store) openRaft() error {
 	}
 	s.raft = r
 	s.raftRef.Store(r)
+	if s.fsm.halt.halted() != nil {
+		_ = r.Shutdown() // halted before raftRef was set (onHalt)
+	}
 	if cfg.Bootstrap && !existing {
 		boot := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: rc.LocalID, Address: s.trans.LocalAddr(),
@@ -248,6 +214,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.wg.Wait()
+		if s.fsm.halt.halted() != nil {
+			<-s.haltDone
+		}
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.closeErr = fmt.Errorf("raftstore: raft shutdown: %w", err)
 		}
@@ -266,6 +235,11 @@ func (s *Store) Close() error {
 
 // RaftAddr returns the address raft listens on (useful with port 0).
 func (s *Store) RaftAddr() string { return string(s.trans.LocalAddr()) }
+
+// RaftListenAddr returns the address the raft listener is bound to (with
+// the real port when the configured one was 0), which may differ from the
+// advertised RaftAddr.
+func (s *Store) RaftListenAddr() string { return s.layer.ln.Addr().String() }
 
 // NodeID returns this node's id.
 func (s *Store) NodeID() string { return s.cfg.NodeID }
@@ -433,13 +407,16 @@ func (s *Store) applyEntry(ctx context.Context, t entryType, body any) (any, err
 		}
 	}
 	start := time.Now()
-	f := s.raft.Apply(data, timeout)
+	f := s.raft.ApplyLog(raft.Log{Data: data, Extensions: s.stamp}, timeout)
 	err = f.Error()
 	if s.m != nil {
 		s.m.proposalLatency.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {
 		return nil, mapRaftError(err)
+	}
+	if h, ok := f.Response().(*HaltError); ok {
+		return nil, h
 	}
 	return f.Response(), nil
 }

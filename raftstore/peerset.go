@@ -26,16 +26,18 @@ var (
 )
 
 // applyRemoved adds a name to the replicated deny list.
-func applyRemoved(f *fsm, index uint64, body []byte) any {
+func applyRemoved(f *fsm, _ uint64, body []byte) (any, error) {
 	var r removedMember
-	mustDecode(index, body, &r)
+	if err := decodeBody(body, &r); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.removed == nil {
 		f.removed = map[string]bool{}
 	}
 	f.removed[r.ID] = true
-	return nil
+	return nil, nil
 }
 
 // isRemoved reports whether id is on the deny list.

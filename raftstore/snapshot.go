@@ -39,6 +39,11 @@ type fsmSnapshot struct {
 
 // Snapshot implements raft.FSM.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if e := f.halt.halted(); e != nil {
+		// raft would label the snapshot with the index of the last entry
+		// it handed over, past the entries this fsm skipped.
+		return nil, e
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return &fsmSnapshot{header: f.header(true), view: f.model.View()}, nil

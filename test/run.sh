@@ -53,6 +53,9 @@ step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
 
 step "nemesis fault suite"; test/nemesis.sh
+# A 3-member cluster of the previous release upgraded one member at a time
+# under load (the previous build comes from git history; skips without it).
+step "rolling upgrade from the previous release"; UPGRADE=1 go test -count=1 -timeout 10m ./test/upgrade/
 step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
 
 step "demo smoke test"

@@ -70,6 +70,9 @@ type ctlAction func(x *ctlCall) (*ctlOut, error)
 type ctlCall struct {
 	ctx    context.Context
 	client *cluster.Client
+	// shards is the router of --clusters, nil without it; list verbs ask
+	// every cluster through it.
+	shards *cluster.Shards
 	args   []string
 	g      *ctlGlobals
 	// rid is the request id of the invocation (--request-id or random);
@@ -99,6 +102,7 @@ type ctlOut struct {
 // ctlGlobals are the flags every verb accepts, before or after its name.
 type ctlGlobals struct {
 	cluster   string
+	clusters  string
 	output    string
 	timeout   time.Duration
 	requestID string
@@ -112,6 +116,7 @@ type ctlGlobals struct {
 // "ctl -o json tasks list" and "ctl tasks list -o json" mean the same.
 func (g *ctlGlobals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.cluster, "cluster", g.cluster, "cluster members' HTTP addresses, comma-separated (env "+ctlClusterEnv+")")
+	fs.StringVar(&g.clusters, "clusters", g.clusters, "several clusters sharing the task-id space, NAME=ADDR,ADDR;NAME=...: task verbs go to the task's cluster, list verbs ask all (env "+ctlClustersEnv+")")
 	fs.StringVar(&g.output, "o", g.output, "output format: table or json")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on the cluster after this long")
 	fs.StringVar(&g.requestID, "request-id", g.requestID, "request id of the mutation; repeat it after a timeout to apply the change at most once")
@@ -141,7 +146,7 @@ func (g *ctlGlobals) tlsConfig() (*tls.Config, error) {
 var ctlCommands = []*ctlCmd{
 	ctlStatus, ctlMembersList, ctlMembersAdd, ctlMembersRemove,
 	ctlTasksList, ctlTasksGet, ctlTasksCreate, ctlTasksSignal, ctlTasksRevoke, ctlTasksCancel, ctlTasksDelete,
-	ctlLeasesList, ctlKeys,
+	ctlLeasesList, ctlKeys, ctlSnapshotSave,
 	ctlAcquire, ctlClaim, ctlHeartbeat, ctlCheckpoint, ctlWait, ctlRelease, ctlSessionsOpen, ctlSessionsClose,
 }
 
@@ -256,6 +261,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		g.cluster = env
 	}
 	g.ca, g.cert, g.key = os.Getenv(ctlCAEnv), os.Getenv(ctlCertEnv), os.Getenv(ctlKeyEnv)
+	g.clusters = os.Getenv(ctlClustersEnv)
 	fs := newFlagSet("ctl")
 	g.bind(fs)
 	if code, ok := parseFlags(fs, ctlUsage(), args, stdout, stderr); !ok {
@@ -312,20 +318,38 @@ func runCtlCmd(ctx context.Context, c *ctlCmd, g *ctlGlobals, args []string, std
 	if err != nil {
 		return usageError(stderr, name, err.Error())
 	}
-	client, err := cluster.New(cluster.Config{
-		TLS:         tc,
-		Endpoints:   endpoints,
-		Timeout:     min(g.timeout, cluster.DefaultTimeout),
-		CallTimeout: g.timeout,
-		Retries:     ctlRetryRounds * len(endpoints),
-	})
+	newClient := func(endpoints []string) (*cluster.Client, error) {
+		return cluster.New(cluster.Config{
+			TLS:         tc,
+			Endpoints:   endpoints,
+			Timeout:     min(g.timeout, cluster.DefaultTimeout),
+			CallTimeout: g.timeout,
+			Retries:     ctlRetryRounds * len(endpoints),
+		})
+	}
+	client, err := newClient(endpoints)
 	if err != nil {
 		return usageError(stderr, name, "--cluster: "+strings.TrimPrefix(err.Error(), "cluster: invalid config: "))
 	}
 	defer client.Close()
+	var shards *cluster.Shards
+	if g.clusters != "" {
+		if shards, err = shardsFor(g.clusters, newClient); err != nil {
+			return usageError(stderr, name, err.Error())
+		}
+		for _, sh := range shards.All() {
+			defer sh.Client.Close()
+		}
+		switch {
+		case len(c.args) > 0 && c.args[0] == "ID":
+			client = shards.For(pos[0]).Client
+		case !ctlAcrossShards[c.name]:
+			return usageError(stderr, name, "--clusters: this command concerns one cluster; give it --cluster instead")
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	x := &ctlCall{ctx: cctx, client: client, args: pos, g: g, rid: g.requestID}
+	x := &ctlCall{ctx: cctx, client: client, shards: shards, args: pos, g: g, rid: g.requestID}
 	if x.rid == "" {
 		x.rid = newRequestID()
 	}

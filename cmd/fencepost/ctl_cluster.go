@@ -144,7 +144,13 @@ var ctlLeasesList = &ctlCmd{
 	bind: func(fs *flag.FlagSet) ctlAction {
 		stale := fs.Bool("stale", false, "read the answering member's replica, skipping the linearizable round")
 		return func(x *ctlCall) (*ctlOut, error) {
-			list, err := x.client.Leases(x.ctx, *stale)
+			var list api.LeaseList
+			var err error
+			if x.shards != nil {
+				list, err = leasesAcross(x.ctx, x.shards, *stale)
+			} else {
+				list, err = x.client.Leases(x.ctx, *stale)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -46,7 +46,13 @@ var ctlTasksList = &ctlCmd{
 			if f.Limit < 0 {
 				return nil, usagef("--limit must not be negative")
 			}
-			list, err := x.client.Tasks(x.ctx, f, *stale)
+			var list api.TaskList
+			var err error
+			if x.shards != nil {
+				list, err = tasksAcross(x.ctx, x.shards, f, *stale)
+			} else {
+				list, err = x.client.Tasks(x.ctx, f, *stale)
+			}
 			if err != nil {
 				return nil, err
 			}

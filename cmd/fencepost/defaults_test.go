@@ -34,7 +34,7 @@ func TestCLIDefaultsAreThePackagesDefaults(t *testing.T) {
 	gotStore.Registerer = nil // a typed nil from the nil registry
 	wantStore := raftstore.Config{
 		NodeID: "n1", DataDir: srv.DataDir, RaftAddr: srv.RaftAddr, RaftAdvertise: srv.RaftAdvertise,
-		HTTPAddr: srv.HTTPAdvertise, Bootstrap: true, Logger: log,
+		HTTPAddr: srv.HTTPAdvertise, Bootstrap: true, Logger: log, Version: version,
 	}.WithDefaults()
 	require.Equal(t, wantStore, gotStore)
 }

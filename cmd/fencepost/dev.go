@@ -101,6 +101,8 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	defer func() { err = errors.Join(err, fenced.Close()) }()
 
 	sccfg.Cluster, sccfg.ClusterTLS = []string{clusterAddr}, sec.sidecar
+	// The node's raft port is on this machine too: never a proxy target.
+	sccfg.RefuseTargets = append(sccfg.RefuseTargets, n.Store.RaftListenAddr())
 	if sccfg.Intercept.BundleFile, err = filepath.Abs(sccfg.Intercept.BundleFile); err != nil {
 		return fmt.Errorf("%w: data_dir: %w", config.ErrRuntime, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,6 +32,18 @@ Examples:
   fencepost server --node-id n3 --data-dir /tmp/fp/n3 --http-addr 127.0.0.1:7420 --raft-addr 127.0.0.1:7421 --join 127.0.0.1:7400
 
   fencepost server --config server.yaml
+
+  # start a NEW cluster from a backup ('fencepost ctl snapshot save'); the
+  # data dir must be empty; the others then join it with empty data dirs
+  fencepost server --node-id r1 --data-dir /var/lib/fencepost --restore fp.backup
+
+Restoring: every lease of the old cluster is expired and every session
+closed (sidecars open new ones), and the new log starts above the backup's
+index plus --restore-epoch-margin (default: the larger of 1e9 and the
+backup's age in seconds x 1e6), so every epoch the restored cluster grants
+is above every epoch the old one could have granted after the backup.
+What the old cluster did after the backup is lost (README: Backup and
+restore).
 `
 
 func init() {
@@ -40,8 +53,19 @@ func init() {
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("server")
 	flags := config.BindFlags(fs, config.RoleServer)
+	var restore raftstore.Restore
+	fs.StringVar(&restore.File, "restore", "", "start a new cluster from this backup file (from 'fencepost ctl snapshot save'); the data dir must hold no raft state")
+	fs.Uint64Var(&restore.EpochMargin, "restore-epoch-margin", 0, "with --restore: start the new log this many indexes above the backup's (0: sized from the backup's age)")
 	if code, ok := parseFlags(fs, serverUsage, args, stdout, stderr); !ok {
 		return code
+	}
+	if restore.File == "" && restore.EpochMargin != 0 {
+		return usageError(stderr, "server", "--restore-epoch-margin needs --restore")
+	}
+	if restore.File != "" {
+		if _, err := raftstore.VerifyBackup(restore.File); err != nil {
+			return usageError(stderr, "server", "--restore: "+strings.TrimPrefix(err.Error(), raftstore.ErrBackup.Error()+": "))
+		}
 	}
 	cfg, code := loadRole[*config.Server](config.RoleServer, flags, "server", stderr)
 	if code != exitOK {
@@ -57,6 +81,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return reportError(stderr, "server", startError(err))
 	}
+	ncfg.Store.Restore = restore
 	n, err := node.Start(ncfg)
 	if err != nil {
 		return reportError(stderr, "server", startError(err))
@@ -130,6 +155,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 		TLS:                src,
 		Registerer:         reg,
 		Logger:             log,
+		Version:            version,
 	}
 	return nc, nc.Store.Validate()
 }

@@ -171,6 +171,7 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		ReadsWithoutLease: proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
 		ConnectAllow:      cfg.Connect.Allow,
 		SignatureHosts:    cfg.SignatureHosts,
+		RefuseTargets:     cfg.RefuseTargets,
 		MaxRequestBody:    cfg.Limits.MaxRequestBody.Int(),
 		MaxResponseBody:   int64(cfg.Limits.MaxResponseBody),
 		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes.Int(),

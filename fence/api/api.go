@@ -42,6 +42,7 @@ const (
 	PathCluster       = "/v1/cluster"                          // GET status
 	PathClusterJoin   = "/v1/cluster/join"                     // POST
 	PathClusterRemove = "/v1/cluster/remove"                   // POST
+	PathSnapshot      = "/v1/snapshot"                         // GET a backup of the whole state (operators)
 	PathHealth        = "/healthz"
 	PathReady         = "/readyz"
 	PathMetrics       = "/metrics"

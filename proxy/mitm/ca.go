@@ -68,20 +68,33 @@ type Config struct {
 	Now func() time.Time
 }
 
-// CA is the interception CA. Its methods are safe for concurrent use.
+// CA is the interception CA. Its methods are safe for concurrent use. It
+// has one signing generation (cur) and, while it renews (renew.go), the
+// next one it announced and the previous one it still lists in the bundle.
 type CA struct {
 	hosts    hostSet
-	cert     *x509.Certificate
-	certDER  []byte
-	key      *ecdsa.PrivateKey
 	leafKey  *ecdsa.PrivateKey // one key for every leaf: minting is one signature
 	now      func() time.Time
 	maxCache int
+	validity time.Duration
 
 	mu    sync.Mutex
+	cur   *generation              // signs leaves
+	next  *generation              // announced in the bundle, signing from the switch on
+	prev  *generation              // signed until the switch; listed until it expires
 	cache map[string]*list.Element // name -> *leafEntry in order
 	order *list.List               // front = most recently used
 	mints uint64
+	// published: a bundle listing next was written (Renew switches only
+	// then).
+	published bool
+}
+
+// generation is one CA certificate and its key.
+type generation struct {
+	cert *x509.Certificate
+	der  []byte
+	key  *ecdsa.PrivateKey
 }
 
 type leafEntry struct {
@@ -104,26 +117,36 @@ func New(cfg Config) (*CA, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("mitm: CA key: %w", err)
-	}
 	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("mitm: leaf key: %w", err)
 	}
-	now := cfg.Now()
+	ca := &CA{hosts: hs, leafKey: leafKey, now: cfg.Now, validity: cfg.Validity,
+		maxCache: cfg.LeafCache, cache: make(map[string]*list.Element), order: list.New()}
+	if ca.cur, err = ca.newGeneration(cfg.Now()); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+// newGeneration creates a CA certificate and key valid from now for the
+// CA's validity, with the host list's name constraints.
+func (ca *CA) newGeneration(now time.Time) (*generation, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("mitm: CA key: %w", err)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "fencepost sidecar interception CA", Organization: []string{"fencepost"}},
+		Subject:               pkix.Name{CommonName: "fencepost sidecar interception CA", Organization: []string{"fencepost"}, SerialNumber: now.UTC().Format("20060102T150405.000000000Z")},
 		NotBefore:             now.Add(-backdate),
-		NotAfter:              now.Add(cfg.Validity),
+		NotAfter:              now.Add(ca.validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
 	}
-	hs.constrain(tmpl)
+	ca.hosts.constrain(tmpl)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("mitm: create CA: %w", err)
@@ -132,16 +155,41 @@ func New(cfg Config) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mitm: parse CA: %w", err)
 	}
-	return &CA{hosts: hs, cert: cert, certDER: der, key: key, leafKey: leafKey, now: cfg.Now,
-		maxCache: cfg.LeafCache, cache: make(map[string]*list.Element), order: list.New()}, nil
+	return &generation{cert: cert, der: der, key: key}, nil
 }
 
-// Certificate returns the CA certificate.
-func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+// Certificate returns the CA certificate that signs leaves now.
+func (ca *CA) Certificate() *x509.Certificate {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	return ca.cur.cert
+}
 
-// CertPEM returns the CA certificate in PEM.
+// CertPEM returns, in PEM, every CA certificate a client should trust
+// now: the signing one, the next one once announced, and the previous one
+// until it expires (renew.go), so a bundle written at any time verifies
+// every leaf served until the bundle after it.
 func (ca *CA) CertPEM() []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.certDER})
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	var out []byte
+	for _, g := range ca.trustedLocked(ca.now()) {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: g.der})...)
+	}
+	return out
+}
+
+// trustedLocked lists the generations CertPEM returns. The caller holds mu.
+func (ca *CA) trustedLocked(now time.Time) []*generation {
+	var out []*generation
+	if ca.prev != nil && now.Before(ca.prev.cert.NotAfter) {
+		out = append(out, ca.prev)
+	}
+	out = append(out, ca.cur)
+	if ca.next != nil {
+		out = append(out, ca.next)
+	}
+	return out
 }
 
 // Constrained reports whether the CA carries name constraints (false
@@ -177,14 +225,18 @@ func (ca *CA) Leaf(name string) (*tls.Certificate, error) {
 			return le.cert, nil
 		}
 	}
+	gen := ca.cur
 	ca.mu.Unlock()
-	c, err := ca.mint(name, now)
+	c, err := ca.mint(gen, name, now)
 	if err != nil {
 		return nil, err
 	}
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
 	ca.mints++
+	if gen != ca.cur {
+		return c, nil // the CA switched meanwhile: do not cache the old one's leaf
+	}
 	if e, ok := ca.cache[name]; ok {
 		e.Value.(*leafEntry).cert = c
 		ca.order.MoveToFront(e)
@@ -202,10 +254,10 @@ func (ca *CA) Leaf(name string) (*tls.Certificate, error) {
 // mint signs a leaf for name. The subject is empty (the name is only in
 // the subject alternative names, marked critical), so no verifier reads
 // a common name against the CA's DNS constraints.
-func (ca *CA) mint(name string, now time.Time) (*tls.Certificate, error) {
+func (ca *CA) mint(gen *generation, name string, now time.Time) (*tls.Certificate, error) {
 	notAfter := now.Add(leafValidity)
-	if notAfter.After(ca.cert.NotAfter) {
-		notAfter = ca.cert.NotAfter
+	if notAfter.After(gen.cert.NotAfter) {
+		notAfter = gen.cert.NotAfter
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -219,7 +271,7 @@ func (ca *CA) mint(name string, now time.Time) (*tls.Certificate, error) {
 	} else {
 		tmpl.DNSNames = []string{name}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &ca.leafKey.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, gen.cert, &ca.leafKey.PublicKey, gen.key)
 	if err != nil {
 		return nil, fmt.Errorf("mitm: mint leaf for %q: %w", name, err)
 	}
@@ -227,7 +279,7 @@ func (ca *CA) mint(name string, now time.Time) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mitm: parse leaf: %w", err)
 	}
-	return &tls.Certificate{Certificate: [][]byte{der, ca.certDER}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
+	return &tls.Certificate{Certificate: [][]byte{der, gen.der}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
 }
 
 func serial() *big.Int {

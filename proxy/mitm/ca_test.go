@@ -58,7 +58,7 @@ func TestNameConstraintsStopALeakedKey(t *testing.T) {
 		} else {
 			tmpl.DNSNames = []string{tc.dns}
 		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &ca.leafKey.PublicKey, ca.key)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cur.cert, &ca.leafKey.PublicKey, ca.cur.key)
 		require.NoError(t, err)
 		leaf, err := x509.ParseCertificate(der)
 		require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestBundleHoldsSystemRootsAndCA(t *testing.T) {
 			break
 		}
 		n++
-		found = found || string(blk.Bytes) == string(ca.certDER)
+		found = found || string(blk.Bytes) == string(ca.Certificate().Raw)
 	}
 	require.True(t, found, "the bundle lacks the CA")
 	if SystemRootsPEM() != nil {

@@ -41,6 +41,9 @@ const (
 	PermOperate Permission = "operate"
 	// PermMembership: add and remove members.
 	PermMembership Permission = "membership"
+	// PermBackup: take a backup of the whole state (GET /v1/snapshot),
+	// every payload and checkpoint included.
+	PermBackup Permission = "backup"
 	// PermProfile: Go's profiler under /debug/pprof/ (Config.Pprof).
 	PermProfile Permission = "profile"
 	// PermForward: speak for another identity (a follower relaying a
@@ -51,7 +54,7 @@ const (
 // rolePerms is the one table of what each role may do.
 var rolePerms = map[pki.Role][]Permission{
 	pki.RoleSidecar:  {PermSession, PermCreate},
-	pki.RoleOperator: {PermCreate, PermRead, PermReadBodies, PermOperate, PermMembership, PermProfile},
+	pki.RoleOperator: {PermCreate, PermRead, PermReadBodies, PermOperate, PermMembership, PermProfile, PermBackup},
 	pki.RoleReader:   {PermRead},
 	pki.RoleMember:   {PermRead, PermMembership, PermForward},
 	// A service certificate cannot authenticate a client (server usage
@@ -237,7 +240,7 @@ func deniedPermission(err error) (string, bool) {
 
 // audited lists the permissions whose use the audit log records: every
 // operator action and membership change, allowed or not.
-var audited = map[Permission]bool{PermOperate: true, PermMembership: true, PermReadBodies: true}
+var audited = map[Permission]bool{PermOperate: true, PermMembership: true, PermReadBodies: true, PermBackup: true}
 
 // audit writes one line of the audit log: who did what to which resource,
 // when (the log's timestamp) and with what result.

@@ -69,6 +69,10 @@ var problemTable = func() []problemMapping {
 		{raftstore.ErrNoLeader, http.StatusServiceUnavailable, api.CodeUnavailable},
 		{raftstore.ErrShutdown, http.StatusServiceUnavailable, api.CodeUnavailable},
 		{raftstore.ErrNotReady, http.StatusServiceUnavailable, api.CodeUnavailable},
+		// A member that halted (raftstore/format.go) may have committed the
+		// caller's entry without applying it: the outcome is unknown, and a
+		// retry with the same request id, at another member, is safe.
+		{raftstore.ErrHalted, http.StatusGatewayTimeout, api.CodeTimeout},
 	}
 	for _, e := range lease.Errors() {
 		t = append(t, problemMapping{e.Err, e.Status, e.Code})

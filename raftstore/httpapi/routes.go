@@ -75,6 +75,7 @@ func buildRoutes() []*route {
 		{api.PathCluster, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).status}},
 		{api.PathClusterJoin, fasthttp.MethodPost, endpoint{perm: PermMembership, json: (*Server).join}},
 		{api.PathClusterRemove, fasthttp.MethodPost, endpoint{perm: PermMembership, json: (*Server).remove}},
+		{api.PathSnapshot, fasthttp.MethodGet, endpoint{perm: PermBackup, raw: (*Server).snapshot}},
 		{api.PathHealth, fasthttp.MethodGet, endpoint{perm: PermPublic, raw: (*Server).health}},
 		{api.PathReady, fasthttp.MethodGet, endpoint{perm: PermPublic, raw: (*Server).ready}},
 		{api.PathMetrics, fasthttp.MethodGet, endpoint{perm: PermPublic, raw: (*Server).metricsHandler}},

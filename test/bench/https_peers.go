@@ -18,7 +18,7 @@ func startSquidBump(dir string, pki benchPKI, ps *ports) (*proc, string, error) 
 	addr := fmt.Sprintf("127.0.0.1:%d", ps.next())
 	d := filepath.Join(dir, "squid-bump")
 	db := filepath.Join(d, "ssl_db")
-	certgen := "/usr/lib/squid/security_file_certgen"
+	certgen := squidCertgen
 	head := fmt.Sprintf(`http_port %s ssl-bump tls-cert=%s tls-key=%s generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
 sslcrtd_program %s -s %s -M 16MB
 sslcrtd_children 8 startup=2 idle=1

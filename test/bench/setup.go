@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -16,12 +17,25 @@ var peerPackages = []struct{ bin, pkg string }{
 	{"etcd", "etcd-server"},
 	{"etcdctl", "etcd-client"},
 	{"nginx", "nginx"},
-	{"squid", "squid"},
+	// squid-openssl, not Debian's GnuTLS squid: the ssl-bump peer needs
+	// its certificate generator, and its squid serves the plain peer too.
+	{"squid", "squid-openssl"},
+	{squidCertgen, "squid-openssl"},
 }
+
+// squidCertgen is squid-openssl's certificate generator, which only that
+// build ships.
+const squidCertgen = "/usr/lib/squid/security_file_certgen"
 
 // binPath finds a peer binary on PATH or in /usr/sbin (root's PATH on a
 // fresh machine may lack it).
 func binPath(name string) string {
+	if filepath.IsAbs(name) {
+		if _, err := os.Stat(name); err == nil {
+			return name
+		}
+		return ""
+	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
@@ -43,7 +57,7 @@ func installPeers() error { return installPackages(peerPackages) }
 func installPackages(peers []struct{ bin, pkg string }) error {
 	var need []string
 	for _, p := range peers {
-		if binPath(p.bin) == "" {
+		if binPath(p.bin) == "" && !slices.Contains(need, p.pkg) {
 			need = append(need, p.pkg)
 		}
 	}

@@ -1,8 +1,0 @@
-//go:build fencepost_broken_nodeadline
-
-package proxy
-
-// DeadlineCheckDisabled is true only in the deliberately broken build: the
-// sidecar's local lease deadline never arrives, so a partitioned sidecar
-// keeps forwarding writes. The test suite and the demo must fail.
-const DeadlineCheckDisabled = true
