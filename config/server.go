@@ -73,6 +73,10 @@ type Raft struct {
 	// TrailingLogs is how many entries stay in the log after a snapshot so
 	// slow followers can catch up without a full snapshot.
 	TrailingLogs uint64 `yaml:"trailing_logs" doc:"log entries kept after a snapshot"`
+	// MixedVersions says members of the previous release may still be in
+	// the cluster (a rolling upgrade): the leader then writes only what
+	// they apply alike (raftstore.Config.MixedVersions).
+	MixedVersions bool `yaml:"mixed_versions" doc:"a rolling upgrade from the previous release is under way: write nothing older members apply differently (no batched expiry, seq window or payload budget)"`
 }
 
 // Leases holds the lease profiles and limits the cluster enforces.

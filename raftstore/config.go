@@ -161,6 +161,14 @@ type Config struct {
 	CheckpointMaxBytes int
 	MaxTaskIDBytes     int
 	MaxPayloadBytes    int
+	// MixedVersions says members of the previous release (927f237) may be
+	// in the cluster, during a rolling upgrade: the leader then writes
+	// nothing they would apply differently or cannot read: transitions one
+	// entry each (no entryBatch, which they cannot read), no checkpoint
+	// seq window and no payload budget in commands (they would ignore the
+	// fields and accept what this build refuses, and replicas would
+	// diverge). Turn it off once every member runs this release.
+	MixedVersions bool
 	// Quota bounds what one identity holds (sessions, tasks, payload
 	// bytes) and what all of them hold together (TotalBytes, the payload
 	// budget); it applies to callers the API marks Limited (sidecars).

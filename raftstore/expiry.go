@@ -40,7 +40,11 @@ func (s *Store) runExpiry(ctx context.Context) {
 
 // planExpiry runs the lessor's plan over the committed state.
 func (s *Store) planExpiry(now time.Time) []lease.Command {
-	return planFrom(s.fsm, s.lessor, now, s.cfg.ProposalsPerTick*expiryBatchSize)
+	limit := s.cfg.ProposalsPerTick * expiryBatchSize
+	if s.cfg.MixedVersions {
+		limit = s.cfg.ProposalsPerTick // one entry each
+	}
+	return planFrom(s.fsm, s.lessor, now, limit)
 }
 
 // planFrom plans at most limit transitions. The lessor reads the model's
@@ -70,13 +74,17 @@ func (s *Store) expireOnce(ctx context.Context) int {
 	if len(cmds) == 0 {
 		return 0
 	}
-	runs := batches(cmds, expiryBatchSize)
+	size := expiryBatchSize
+	if s.cfg.MixedVersions {
+		size = 1 // see Config.MixedVersions
+	}
+	runs := batches(cmds, size)
 	var wg sync.WaitGroup
 	for _, run := range runs {
 		wg.Add(1)
 		go func(run []lease.Command) {
 			defer wg.Done()
-			res, err := s.proposeBatch(ctx, run)
+			res, err := s.proposeRun(ctx, run)
 			if err != nil {
 				// The outcome is unknown: close marks stay, and the next
 				// tick plans again from the committed state.

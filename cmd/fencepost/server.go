@@ -142,6 +142,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 		CommitTimeout:      cfg.Raft.CommitTimeout.Std(),
 		SnapshotInterval:   cfg.Raft.SnapshotInterval.Std(),
 		SnapshotThreshold:  cfg.Raft.SnapshotThreshold,
+		MixedVersions:      cfg.Raft.MixedVersions,
 		TrailingLogs:       cfg.Raft.TrailingLogs,
 		Profiles:           profiles,
 		DefaultProfile:     cfg.Leases.DefaultProfile,
