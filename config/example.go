@@ -65,6 +65,7 @@ raft:
   snapshot_interval: 30s
   snapshot_threshold: 8192     # new log entries that trigger a snapshot
   trailing_logs: 10240         # entries kept after a snapshot for slow followers
+  mixed_versions: false        # true only during a rolling upgrade from the previous release (deploy/RELEASES.md)
 
 leases:
   default_profile: short       # used when a task is created without a profile
