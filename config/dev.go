@@ -5,6 +5,8 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+
+	"github.com/fencepost/fencepost/config/tracing"
 )
 
 // Dev configures the embedded single-process stack (fencepost dev): a
@@ -21,6 +23,12 @@ type Dev struct {
 	// your own validator) that get the token's signature too, besides the
 	// embedded fenced service, which always does.
 	SignatureHosts []string `yaml:"signature_hosts" doc:"more host:port targets that get the token signature (the embedded fenced service always does)"`
+	// TraceConsole prints every span to the console: the one flag
+	// (--trace-console) that says tracing.exporter=console.
+	TraceConsole bool `yaml:"trace_console" doc:"print every span as a JSON line on stdout (sets tracing.exporter=console)"`
+	// Tracing configures OpenTelemetry traces (off by default) for every
+	// part; each part is its own service (fencepost-server, -sidecar, -fenced).
+	Tracing Tracing `yaml:"tracing"`
 	// Log configures logging for every part.
 	Log Log `yaml:"log"`
 }
@@ -41,6 +49,8 @@ type DevPorts struct {
 	Fenced int `yaml:"fenced" doc:"fenced service port"`
 	// FencedTLS serves the fenced service over HTTPS, to try interception.
 	FencedTLS int `yaml:"fenced_tls" doc:"fenced service HTTPS port"`
+	// Console is the operator console's port (the web UI).
+	Console int `yaml:"console" doc:"operator console port"`
 }
 
 // DefaultDev returns the dev defaults.
@@ -48,17 +58,22 @@ func DefaultDev() *Dev {
 	return &Dev{
 		DataDir: "./fencepost-data/dev",
 		Task:    "dev-task",
-		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490, FencedTLS: 7491},
+		Ports:   DevPorts{HTTP: 7400, Raft: 7401, Proxy: 7480, Control: 7481, Fenced: 7490, FencedTLS: 7491, Console: 7470},
 		// A person reads dev logs in a terminal, so they default to console.
-		Log: Log{Level: "info", Format: "console"},
+		Log:     Log{Level: "info", Format: "console"},
+		Tracing: defaultTracing(),
 	}
 }
 
 // Role returns RoleDev.
 func (d *Dev) Role() Role { return RoleDev }
 
-// fill has nothing to derive.
-func (d *Dev) fill() {}
+// fill turns trace_console into the console exporter.
+func (d *Dev) fill() {
+	if d.TraceConsole {
+		d.Tracing.Exporter = tracing.ExporterConsole
+	}
+}
 
 // ports lists the ports with their keys, in schema order.
 func (d *Dev) ports() []struct {
@@ -71,6 +86,7 @@ func (d *Dev) ports() []struct {
 	}{
 		{"ports.http", d.Ports.HTTP}, {"ports.raft", d.Ports.Raft}, {"ports.proxy", d.Ports.Proxy},
 		{"ports.control", d.Ports.Control}, {"ports.fenced", d.Ports.Fenced}, {"ports.fenced_tls", d.Ports.FencedTLS},
+		{"ports.console", d.Ports.Console},
 	}
 }
 
@@ -95,6 +111,7 @@ func (d *Dev) Validate() error {
 		}
 		used[pt.port] = pt.key
 	}
+	d.Tracing.validate(&p)
 	d.Log.validate(&p)
 	return p.err()
 }

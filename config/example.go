@@ -108,6 +108,17 @@ tls:
   # refused on raft and the API. Re-read when it changes. Empty: none.
   crl_file: ""
 
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console
@@ -214,6 +225,17 @@ timeouts:
 # Time in-flight requests get to finish on shutdown.
 drain_timeout: 30s
 
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console
@@ -256,6 +278,17 @@ tls:
   key_file: ""
   crl_file: ""                 # revocation list. Empty: none
 
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
+
 log:
   level: info                  # debug, info, warn or error
   format: json                 # json or console
@@ -279,6 +312,21 @@ ports:
   control: 7481                # sidecar control API
   fenced: 7490                 # fenced service
   fenced_tls: 7491             # fenced service over HTTPS (intercepted by the sidecar)
+  console: 7470                # operator console (web UI)
+
+# Print every span as a JSON line on stdout (tracing.exporter=console).
+trace_console: false
+
+tracing:
+  # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
+  # also sets it (FENCEPOST_TRACING_* and flags win over OTEL_*).
+  exporter: none               # none, otlp or console (OTEL_TRACES_EXPORTER)
+  endpoint: ""                 # e.g. http://127.0.0.1:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)
+  protocol: http/protobuf      # or grpc (OTEL_EXPORTER_OTLP_PROTOCOL)
+  service_name: ""             # default fencepost-ROLE (OTEL_SERVICE_NAME)
+  resource_attributes: ""      # key=value,... (OTEL_RESOURCE_ATTRIBUTES)
+  sampler: parentbased_always_on  # (OTEL_TRACES_SAMPLER)
+  sampler_arg: ""              # ratio for the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG)
 
 log:
   level: info                  # debug, info, warn or error

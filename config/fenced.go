@@ -37,13 +37,15 @@ type Fenced struct {
 	// service speaks plain HTTP, and says so at start when it listens
 	// beyond loopback.
 	TLS CertFiles `yaml:"tls"`
+	// Tracing configures OpenTelemetry traces (off by default).
+	Tracing Tracing `yaml:"tracing"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 }
 
 // DefaultFenced returns the fenced defaults.
 func DefaultFenced() *Fenced {
-	return &Fenced{Addr: "127.0.0.1:7490", Log: defaultLog()}
+	return &Fenced{Addr: "127.0.0.1:7490", Tracing: defaultTracing(), Log: defaultLog()}
 }
 
 // Role returns RoleFenced.
@@ -82,6 +84,7 @@ func (f *Fenced) Validate() error {
 		p.invalid("max_tasks_per_holder", "must be >= 0 (0: the default)")
 	}
 	f.TLS.validate(&p, "tls")
+	f.Tracing.validate(&p)
 	f.Log.validate(&p)
 	return p.err()
 }

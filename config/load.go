@@ -73,6 +73,7 @@ func Load(role Role, src Source) (Config, error) {
 		}
 		decodeFile(data, path, cfg, &p)
 	}
+	applyOTelEnv(cfg, src.Env, &p)
 	applyEnv(role, cfg, src.Env, &p)
 	if src.Flags != nil {
 		src.Flags.apply(role, cfg, &p)

@@ -109,7 +109,7 @@ func TestUnknownKeysAllReportedWithLineAndHint(t *testing.T) {
 	require.Equal(t, []string{
 		`config: s.yaml:3: raft.electon_timeout: unknown key (did you mean "election_timeout"?)`,
 		`config: s.yaml:6: leases.profiles.short.hartbeat: unknown key (did you mean "heartbeat"?)`,
-		`config: s.yaml:7: bogus: unknown key (known keys: node_id, data_dir, http_addr, http_advertise, raft_addr, raft_advertise, bootstrap, join, raft, leases, pprof, body_readers, signing, tls, log)`,
+		`config: s.yaml:7: bogus: unknown key (known keys: node_id, data_dir, http_addr, http_advertise, raft_addr, raft_advertise, bootstrap, join, raft, leases, pprof, body_readers, signing, tls, tracing, log)`,
 	}, lines(err))
 }
 

@@ -49,6 +49,8 @@ type Server struct {
 	// the API. Empty means plaintext, allowed only while http_addr,
 	// raft_addr and their advertised forms are on loopback.
 	TLS CertFiles `yaml:"tls"`
+	// Tracing configures OpenTelemetry traces (off by default).
+	Tracing Tracing `yaml:"tracing"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 }
@@ -171,7 +173,8 @@ func DefaultServer() *Server {
 				RequestsPerSecond: httpapi.DefaultRatePerIdentity,
 				RequestBurst:      httpapi.DefaultRateBurst},
 		},
-		Log: defaultLog(),
+		Tracing: defaultTracing(),
+		Log:     defaultLog(),
 	}
 }
 
@@ -264,6 +267,7 @@ func (s *Server) Validate() error {
 	}
 	s.Raft.validate(&p)
 	s.Leases.validate(&p, s.Raft.ElectionTimeout)
+	s.Tracing.validate(&p)
 	s.Log.validate(&p)
 	return p.err()
 }

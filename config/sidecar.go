@@ -59,6 +59,8 @@ type Sidecar struct {
 	Timeouts Timeouts `yaml:"timeouts"`
 	// DrainTimeout is how long in-flight requests may finish on shutdown.
 	DrainTimeout Duration `yaml:"drain_timeout" doc:"time in-flight requests get to finish on shutdown"`
+	// Tracing configures OpenTelemetry traces (off by default).
+	Tracing Tracing `yaml:"tracing"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 }
@@ -205,6 +207,7 @@ func DefaultSidecar() *Sidecar {
 		},
 		Intercept:    Intercept{CAValidity: Duration(mitm.DefaultValidity)},
 		DrainTimeout: Duration(proxy.DefaultDrainTimeout),
+		Tracing:      defaultTracing(),
 		Log:          defaultLog(),
 	}
 }
@@ -297,6 +300,7 @@ func (s *Sidecar) Validate() error {
 	if s.DrainTimeout < 0 {
 		p.invalid("drain_timeout", "must be >= 0 (got %s)", s.DrainTimeout)
 	}
+	s.Tracing.validate(&p)
 	s.Log.validate(&p)
 	return p.err()
 }

@@ -33,6 +33,11 @@ type Config struct {
 	// Observer, when set, sees every decision on a write (for metrics). It
 	// runs on the request goroutine and must be fast.
 	Observer func(Decision)
+	// Annotate, when set, sees every decision on a write with the
+	// request's context, e.g. to record the verdict on the request's span
+	// (fence/fenceotel.Annotate); fence itself depends on no tracing
+	// library. It runs on the request goroutine and must be fast.
+	Annotate func(context.Context, Decision)
 }
 
 // Validate checks the configuration.
@@ -212,22 +217,29 @@ func (v *Validator) Check(ctx context.Context, in Input, fn WriteFunc) Result {
 		w.Fingerprint = PayloadFingerprint(in.Method, in.RequestURI, body)
 	}
 	if err != nil {
-		return v.reject(w, err)
+		return v.reject(ctx, w, err)
 	}
 	resp, outcome, err := v.cfg.Store.Do(WithWrite(ctx, w), w, fn)
 	if err != nil {
-		return v.reject(w, err)
+		return v.reject(ctx, w, err)
 	}
-	if v.cfg.Observer != nil {
-		v.cfg.Observer(Decision{Outcome: outcome, Status: resp.Status, Write: w})
-	}
+	v.decided(ctx, Decision{Outcome: outcome, Status: resp.Status, Write: w})
 	return Result{Outcome: outcome, Response: resp}
 }
 
-func (v *Validator) reject(w Write, err error) Result {
+// reject answers a write with the problem for err.
+func (v *Validator) reject(ctx context.Context, w Write, err error) Result {
 	p := ProblemFor(err)
-	if v.cfg.Observer != nil {
-		v.cfg.Observer(Decision{Problem: p, Status: p.Status, Write: w, Err: err})
-	}
+	v.decided(ctx, Decision{Problem: p, Status: p.Status, Write: w, Err: err})
 	return Result{Problem: p, Err: err}
+}
+
+// decided hands a decision to the hooks.
+func (v *Validator) decided(ctx context.Context, d Decision) {
+	if v.cfg.Observer != nil {
+		v.cfg.Observer(d)
+	}
+	if v.cfg.Annotate != nil {
+		v.cfg.Annotate(ctx, d)
+	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/config/tracing"
+	"github.com/fencepost/fencepost/test/otlprecv"
 )
 
 // The proxy path against a direct call in the same run:
@@ -195,4 +199,38 @@ func runRaw(b *testing.B, addr string, req []byte) {
 	if cpu1, ok := processCPU(); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	}
+}
+
+// benchTracedSidecar is benchSidecar with tracing on as a user would turn
+// it on: every request sampled, OTLP over HTTP (batched) to a local
+// collector, here one that only counts what it is sent.
+func benchTracedSidecar(b *testing.B) *Sidecar {
+	recv := otlprecv.StartCounting(b)
+	setup, err := tracing.New(tracing.Config{Exporter: tracing.ExporterOTLP, Endpoint: recv.URL(),
+		Sampler: tracing.SamplerAlwaysOn}, tracing.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, setup.Shutdown(context.Background())) })
+	cfg := baseConfig(b)
+	cfg.Logger = zap.NewNop()
+	cfg.Registerer = prometheus.NewRegistry()
+	cfg.TracerProvider = setup.Provider("sidecar")
+	s := startSidecar(b, newFakeCluster(), cfg)
+	mustAcquire(b, s, "bench")
+	return s
+}
+
+// The traced forward path, to compare with BenchmarkRawProxyGET and
+// BenchmarkRawProxyPOST1K in the same run (BENCHMARKS.md, "Traces"):
+//
+//	go test ./proxy -run XXX -bench 'RawProxy(GET|POST1K)' -benchmem
+func BenchmarkRawProxyGETTraced(b *testing.B) {
+	up := startBenchUpstream(b)
+	s := benchTracedSidecar(b)
+	runRaw(b, s.ProxyAddr(), rawRequest("GET", "http://"+up+"/bench", up, nil))
+}
+
+func BenchmarkRawProxyPOST1KTraced(b *testing.B) {
+	up := startBenchUpstream(b)
+	s := benchTracedSidecar(b)
+	runRaw(b, s.ProxyAddr(), rawRequest("POST", "http://"+up+"/bench", up, bytes.Repeat([]byte("fencepost-bench!"), 64)))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence"
@@ -154,6 +155,10 @@ type Config struct {
 
 	// Logger receives the sidecar's logs. Default zap.NewNop().
 	Logger *zap.Logger
+	// TracerProvider, when set, makes each proxied request a span and each
+	// lease event a short span (package proxy/proxytrace). Nil is tracing
+	// off, at no cost per request.
+	TracerProvider trace.TracerProvider
 	// Registerer receives the sidecar's metrics. Default a private
 	// registry. When it is also a prometheus.Gatherer, /metrics serves it.
 	Registerer prometheus.Registerer

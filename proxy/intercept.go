@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/proxy/mitm"
 	"github.com/fencepost/fencepost/proxy/reply"
@@ -92,15 +91,4 @@ func registerCAExpiry(reg prometheus.Registerer, ca *mitm.CA) error {
 		return fmt.Errorf("proxy: register metrics: %w", err)
 	}
 	return nil
-}
-
-// reportRenewal logs one step of the interception CA's renewal: the
-// steps at info, a failed one (the bundle could not be written, so the
-// switch waits) at warn.
-func (s *Sidecar) reportRenewal(e mitm.Event) {
-	if e.Kind == mitm.Failed {
-		s.log.Warn("interception CA renewal failed; retrying", zap.Time("signingCAExpires", e.NotAfter), zap.Error(e.Err))
-		return
-	}
-	s.log.Info("interception CA renewal", zap.String("step", string(e.Kind)), zap.Time("notAfter", e.NotAfter))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 	"github.com/fencepost/fencepost/proxy/request"
 	"github.com/fencepost/fencepost/proxy/tunnel"
 )
@@ -15,15 +16,15 @@ import (
 // Each part of the sidecar gets its own small settings, cut here from
 // the user's Config (defaults applied): no part sees the whole Config.
 
-func (c Config) leaseSettings() leases.Settings {
+func (c Config) leaseSettings(tr *proxytrace.Tracer) leases.Settings {
 	return leases.Settings{
 		WorkerID: c.WorkerID, Task: c.Task, Profile: c.Profile,
 		Drift: c.Drift, MarginFloor: c.MarginFloor, SessionHeartbeat: c.SessionHeartbeat, ClusterTimeout: c.ClusterTimeout,
-		Logger: c.Logger, Registerer: c.Registerer, Clock: c.Clock,
+		Logger: c.Logger, Registerer: c.Registerer, Clock: c.Clock, Tracer: tr,
 	}
 }
 
-func (c Config) requestSettings(j Journal) request.Settings {
+func (c Config) requestSettings(j Journal, tr *proxytrace.Tracer) request.Settings {
 	return request.Settings{
 		WorkerID: c.WorkerID, Endpoints: c.Endpoints, RefuseTargets: c.RefuseTargets, ReadsWithoutLease: c.ReadsWithoutLease,
 		WriteRules: c.WriteRules, WritePresets: c.WritePresets, TLSOriginate: c.TLSOriginate, SignatureHosts: c.SignatureHosts,
@@ -32,7 +33,7 @@ func (c Config) requestSettings(j Journal) request.Settings {
 		MaxRequestBody: c.MaxRequestBody, MaxResponseBody: c.MaxResponseBody, MaxHeaderBytes: c.MaxHeaderBytes,
 		DialTimeout: c.DialTimeout, UpstreamTimeout: c.UpstreamTimeout, ReadTimeout: c.ReadTimeout,
 		UpstreamIdleTimeout: c.UpstreamIdleTimeout, ClusterTimeout: c.ClusterTimeout,
-		Logger: c.Logger, Registerer: c.Registerer, Clock: c.Clock,
+		Logger: c.Logger, Registerer: c.Registerer, Clock: c.Clock, Tracer: tr,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/control"
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/mitm"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 	"github.com/fencepost/fencepost/proxy/request"
 	"github.com/fencepost/fencepost/proxy/tunnel"
 )
@@ -87,10 +88,11 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		journal = j
 	}
 	var err error
-	if s.keeper, err = leases.New(cfg.leaseSettings(), c); err != nil {
+	tr := proxytrace.New(cfg.TracerProvider) // nil when tracing is off
+	if s.keeper, err = leases.New(cfg.leaseSettings(tr), c); err != nil {
 		return nil, err
 	}
-	if s.pipe, err = request.New(cfg.requestSettings(journal), s.keeper); err != nil {
+	if s.pipe, err = request.New(cfg.requestSettings(journal, tr), s.keeper); err != nil {
 		return nil, err
 	}
 	if s.ca, err = newCA(cfg); err != nil {
@@ -380,4 +382,15 @@ func (f fastLogger) Printf(format string, args ...any) {
 	if ce := f.l.Check(zap.DebugLevel, "fasthttp"); ce != nil {
 		ce.Write(zap.String("msg", fmt.Sprintf(format, args...)))
 	}
+}
+
+// reportRenewal logs one step of the interception CA's renewal: the
+// steps at info, a failed one (the bundle could not be written, so the
+// switch waits) at warn.
+func (s *Sidecar) reportRenewal(e mitm.Event) {
+	if e.Kind == mitm.Failed {
+		s.log.Warn("interception CA renewal failed; retrying", zap.Time("signingCAExpires", e.NotAfter), zap.Error(e.Err))
+		return
+	}
+	s.log.Info("interception CA renewal", zap.String("step", string(e.Kind)), zap.Time("notAfter", e.NotAfter))
 }

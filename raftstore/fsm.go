@@ -95,10 +95,13 @@ type fsm struct {
 	version string
 	// watch wakes long-polling sidecars when their leases change.
 	watch *sessionWatch
+	// history keeps recent events per task for the console (history.go).
+	history *history
 }
 
 func newFSM(log *zap.Logger) *fsm {
-	return &fsm{model: lease.New(), nodes: map[string]nodeMeta{}, log: log, applied: newIndexWaiter(), watch: newSessionWatch()}
+	return &fsm{model: lease.New(), nodes: map[string]nodeMeta{}, log: log, applied: newIndexWaiter(), watch: newSessionWatch(),
+		history: newHistory(defaultHistoryLimits)}
 }
 
 // Apply implements raft.FSM. An entry it cannot read halts the member
@@ -150,6 +153,7 @@ func applyCommand(f *fsm, index uint64, body []byte) (any, error) {
 	res := f.model.Apply(index, &c)
 	f.mu.Unlock()
 	f.watch.observe(&c, res)
+	f.history.observe(index, &c, res)
 	return res, nil
 }
 

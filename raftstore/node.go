@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -409,8 +411,13 @@ func (s *Store) applyEntry(ctx context.Context, t entryType, body any) (any, err
 	start := time.Now()
 	f := s.raft.ApplyLog(raft.Log{Data: data, Extensions: s.stamp}, timeout)
 	err = f.Error()
+	took := time.Since(start)
 	if s.m != nil {
-		s.m.proposalLatency.Observe(time.Since(start).Seconds())
+		s.m.proposalLatency.Observe(took.Seconds())
+	}
+	// A traced API request records how long its entry took to commit.
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(fenceotel.RaftApply.Float64(float64(took.Microseconds()) / 1000))
 	}
 	if err != nil {
 		return nil, mapRaftError(err)

@@ -2,7 +2,8 @@
 # The whole test suite: the README's second set-up command, and exactly what
 # CI runs (.ci/run calls this script). As root it installs the system
 # packages the tests need (PostgreSQL for the SQL fence store, iproute2 and
-# iptables for the fault tests); without root those tests skip and say why.
+# iptables for the fault tests, chromium for the console's browser tests);
+# without root those tests skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -14,6 +15,7 @@ if [ "$(id -u)" = 0 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
   if [ ${#need[@]} -gt 0 ]; then
     step "installing ${need[*]}"
     apt-get update -qq
@@ -51,6 +53,8 @@ step "image: built without a Docker engine, its entrypoint started from the unpa
 
 step "tests (-race)"
 go test -race -count=1 -timeout 12m ./...
+
+step "operator console in headless chromium (screenshots kept in bin/console-screenshots)"; test/console.sh
 
 step "nemesis fault suite"; test/nemesis.sh
 # A 3-member cluster of the previous release upgraded one member at a time

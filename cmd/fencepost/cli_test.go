@@ -144,7 +144,7 @@ func TestLoadRoleRuntimeFailureIsExit1(t *testing.T) {
 	fs := newFlagSet("dev")
 	flags := config.BindFlags(fs, config.RoleDev)
 	require.NoError(t, fs.Parse([]string{"--data-dir", filepath.Join(file, "x"), "--ports-http=0", "--ports-raft=0",
-		"--ports-proxy=0", "--ports-control=0", "--ports-fenced=0"}))
+		"--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--ports-console=0"}))
 	var errOut bytes.Buffer
 	_, code := loadRole[*config.Dev](config.RoleDev, flags, "dev", &errOut)
 	require.Equal(t, exitRuntime, code)

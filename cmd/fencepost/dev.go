@@ -24,13 +24,15 @@ const devUsage = `Usage: fencepost dev [flags]
 
 Runs the embedded default on loopback, in one process, with no external
 services: a one-node lease cluster (its data kept in data_dir across
-restarts), a sidecar holding the task dev-task, and the reference fenced
-service. It prints what to export for a worker and a fenced call to try.
+restarts), a sidecar holding the task dev-task, the reference fenced
+service and the operator console (ports.console, 7470). It prints what
+to export for a worker and a fenced call to try.
 Ctrl-C stops everything; the sidecar gives its lease back first.
 
 Examples:
   fencepost dev
   fencepost dev --data-dir /tmp/fp-dev --ports-proxy 8480
+  fencepost dev --trace-console        # print every span as a JSON line
 `
 
 func init() {
@@ -62,6 +64,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serveDev starts the three parts in dependency order, prints the
 // instructions, waits for ctx and stops them in reverse order.
 func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.Writer) (err error) {
+	// One exporter for the process; each part is its own service, so a
+	// trace shows the hops. Flushed after every part has stopped.
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return startError(err)
+	}
+	defer stopTraces()
 	scfg := cfg.Server()
 	sccfg := cfg.Sidecar()
 	// The cluster signs only with a key file its members hold (the key
@@ -85,6 +94,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	if err != nil {
 		return startError(err)
 	}
+	ncfg.HTTP.TracerProvider = traces.Provider("server")
 	n, err := node.Start(ncfg)
 	if err != nil {
 		return startError(err)
@@ -94,7 +104,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 
 	fcfg := cfg.Fenced()
 	fcfg.KeysFrom, fcfg.KeysCAFile = "https://"+clusterAddr, sec.member.CAFile
-	fenced, err := startFenced(ctx, fcfg, log.Named("fenced"), newRegistry())
+	fenced, err := startFenced(ctx, fcfg, log.Named("fenced"), newRegistry(), traces.Provider("fenced"))
 	if err != nil {
 		return err
 	}
@@ -117,11 +127,17 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	// user named for a validator of their own (signature_hosts).
 	sccfg.SignatureHosts = append([]string{fenced.Addr(), strings.TrimPrefix(fencedURL(fenced.Addr()), "http://"),
 		fencedTLS.Addr(), strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http://")}, cfg.SignatureHosts...)
-	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry())
+	sc, err := startSidecar(ctx, sccfg, log.Named("sidecar"), newRegistry(), traces.Provider("sidecar"))
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
+	con, err := startDevConsole(net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Ports.Console)), clusterAddr, sec.operator,
+		[]string{"http://" + sc.ControlAddr() + "/metrics", "http://" + fenced.Addr() + "/metrics"}, "http://"+fenced.Addr()+"/v1/log", log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, con.Close()) }()
 
 	if cfg.Task != "" && !waitHeld(ctx, sc, cfg.Task, devLeaseWait) {
 		log.Warn("the sidecar does not hold the task yet; writes get 409 no-lease until it does", zap.String("task", cfg.Task))
@@ -132,7 +148,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 		self, err = "fencepost", nil
 	}
 	printDevHelp(stdout, devHelp{ctl: devCtl(self, clusterAddr, sec.operator), cluster: clusterAddr, proxy: sc.ProxyAddr(), control: sc.ControlAddr(),
-		fenced: fencedURL(fenced.Addr()), task: cfg.Task, certDir: tlsDir, caFile: sec.operator.CAFile, extraSigned: cfg.SignatureHosts})
+		fenced: fencedURL(fenced.Addr()), task: cfg.Task, certDir: tlsDir, caFile: sec.operator.CAFile, extraSigned: cfg.SignatureHosts, console: con.URL()})
 	revoke := devCtl(self, clusterAddr, sec.operator) + " tasks revoke " + cfg.Task
 	printDevHTTPS(stdout, revoke, sc.ProxyAddr(), "https"+strings.TrimPrefix(fencedURL(fencedTLS.Addr()), "http"), sccfg.Intercept.BundleFile, cfg.Task)
 	<-ctx.Done()
@@ -197,6 +213,7 @@ type devHelp struct {
 	caFile  string // the cluster CA (absolute), to fetch /v1/keys over TLS
 
 	extraSigned []string // the user's signature_hosts
+	console     string   // the operator console's URL
 }
 
 // signedNow lists the user's hosts that get signatures.
@@ -220,6 +237,7 @@ fencepost dev is running (Ctrl-C to stop)
   sidecar control  http://%[4]s        (GET /v1/lease, /v1/events, /metrics)
   fenced service   %[5]s   (GET /v1/log)
   task held        %[6]s
+  console          %[11]s   (tasks, timelines, workers, health; as the dev operator)
 
 In the worker's shell:
 
@@ -255,7 +273,7 @@ names it (signed for now: %[10]s):
   keys for its validator: https://%[2]s/v1/keys   CA: %[9]s
 
 `, h.ctl, h.cluster, h.proxy, h.control, h.fenced, h.task, controlHost, shellQuote(h.certDir),
-		shellQuote(h.caFile), signedNow(h.extraSigned))
+		shellQuote(h.caFile), signedNow(h.extraSigned), h.console)
 }
 
 // devIdentities are the certificates `fencepost dev` runs with.

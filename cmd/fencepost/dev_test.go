@@ -184,7 +184,7 @@ func TestDevPortTakenNamesTheFlag(t *testing.T) {
 	defer func() { _ = ln.Close() }()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	code, _, errOut := runCLI(t, "dev", "--data-dir", t.TempDir(), "--ports-http", "0", "--ports-raft", "0",
-		"--ports-proxy", port, "--ports-control", "0", "--ports-fenced", "0", "--ports-fenced-tls", "0")
+		"--ports-proxy", port, "--ports-control", "0", "--ports-fenced", "0", "--ports-fenced-tls", "0", "--ports-console", "0")
 	require.Equal(t, exitRuntime, code, errOut)
 	require.Equal(t, "fencepost dev: config: ports.proxy: cannot listen on 127.0.0.1:"+port+
 		": address already in use (move it with --ports-proxy)\n", errOut)

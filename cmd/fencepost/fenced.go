@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
@@ -57,7 +58,12 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return reportError(stderr, "fenced", err)
 	}
 	defer func() { _ = log.Sync() }()
-	srv, err := startFenced(ctx, cfg, log, newRegistry())
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return reportError(stderr, "fenced", startError(err))
+	}
+	defer stopTraces()
+	srv, err := startFenced(ctx, cfg, log, newRegistry(), traces.Provider("fenced"))
 	if err != nil {
 		return reportError(stderr, "fenced", err)
 	}
@@ -71,8 +77,8 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // startFenced builds and starts the reference service, fetching the
 // cluster's public keys first when keys_from is set.
-func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry) (*refsvc.Server, error) {
-	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog,
+func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry, tp trace.TracerProvider) (*refsvc.Server, error) {
+	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog, TracerProvider: tp,
 		MemStore: fence.MemStoreConfig{MaxTasks: cfg.MaxTasks, MaxTasksPerHolder: cfg.MaxTasksPerHolder}}
 	src, err := cfg.TLS.Source("tls")
 	if err != nil {

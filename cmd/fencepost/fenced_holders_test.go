@@ -22,7 +22,7 @@ func TestFencedBoundsTasksPerHolder(t *testing.T) {
 	cfg := config.DefaultFenced()
 	cfg.Addr, cfg.MaxTasks, cfg.MaxTasksPerHolder = "127.0.0.1:0", 10, 3
 	require.NoError(t, cfg.Validate())
-	srv, err := startFenced(t.Context(), cfg, zap.NewNop(), newRegistry())
+	srv, err := startFenced(t.Context(), cfg, zap.NewNop(), newRegistry(), nil)
 	require.NoError(t, err)
 	defer func() { _ = srv.Close() }()
 	write := func(holder, task string) (int, fence.Problem) {

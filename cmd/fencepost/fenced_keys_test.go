@@ -43,7 +43,7 @@ func TestFencedKeysOverTLS(t *testing.T) {
 	_, err := fence.FetchKeys(t.Context(), nil, keysURL(cluster.URL, true))
 	require.Error(t, err, "without the cluster CA the https keys_from is not trusted")
 
-	srv, err := startFenced(t.Context(), &config.Fenced{Addr: "127.0.0.1:0", KeysFrom: cluster.URL, KeysCAFile: caFile}, zap.NewNop(), newRegistry())
+	srv, err := startFenced(t.Context(), &config.Fenced{Addr: "127.0.0.1:0", KeysFrom: cluster.URL, KeysCAFile: caFile}, zap.NewNop(), newRegistry(), nil)
 	require.NoError(t, err)
 	defer func() { _ = srv.Close() }()
 	write := func(task string, epoch uint64, sig string) int {
@@ -75,7 +75,7 @@ func TestFencedServesHTTPS(t *testing.T) {
 	cfg := config.DefaultFenced()
 	cfg.Addr, cfg.TLS = "127.0.0.1:0", config.CertFiles{CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key}
 	require.NoError(t, cfg.Validate())
-	srv, err := startFenced(t.Context(), cfg, zap.NewNop(), newRegistry())
+	srv, err := startFenced(t.Context(), cfg, zap.NewNop(), newRegistry(), nil)
 	require.NoError(t, err)
 	defer func() { _ = srv.Close() }()
 

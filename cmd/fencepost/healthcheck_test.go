@@ -22,7 +22,7 @@ func TestHealthcheck(t *testing.T) {
 	t.Setenv("http_proxy", "http://127.0.0.1:1")
 	cfg := config.DefaultFenced()
 	cfg.Addr = "127.0.0.1:0"
-	srv, err := startFenced(t.Context(), cfg, zap.NewNop(), newRegistry())
+	srv, err := startFenced(t.Context(), cfg, zap.NewNop(), newRegistry(), nil)
 	require.NoError(t, err)
 	defer srv.Close()
 	code, out, errOut := runCLI(t, "healthcheck", "http://"+srv.Addr()+"/healthz")

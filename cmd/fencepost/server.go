@@ -82,6 +82,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return reportError(stderr, "server", startError(err))
 	}
 	ncfg.Store.Restore = restore
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return reportError(stderr, "server", startError(err))
+	}
+	defer stopTraces()
+	ncfg.HTTP.TracerProvider = traces.Provider("server")
 	n, err := node.Start(ncfg)
 	if err != nil {
 		return reportError(stderr, "server", startError(err))

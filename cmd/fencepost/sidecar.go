@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
@@ -63,7 +64,12 @@ func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return reportError(stderr, "sidecar", err)
 	}
 	defer func() { _ = log.Sync() }()
-	sc, err := startSidecar(ctx, cfg, log, newRegistry())
+	traces, stopTraces, err := startTracing(cfg.Tracing, stdout, log)
+	if err != nil {
+		return reportError(stderr, "sidecar", startError(err))
+	}
+	defer stopTraces() // after the drain: the last requests' spans too
+	sc, err := startSidecar(ctx, cfg, log, newRegistry(), traces.Provider("sidecar"))
 	if err != nil {
 		return reportError(stderr, "sidecar", err)
 	}
@@ -77,8 +83,9 @@ func runSidecar(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // startSidecar builds and starts a sidecar from its configuration.
-func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) (*proxy.Sidecar, error) {
+func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry, tp trace.TracerProvider) (*proxy.Sidecar, error) {
 	pc := sidecarConfig(cfg, log, reg)
+	pc.TracerProvider = tp
 	// With cluster_tls the client is built here, over TLS: the sidecar
 	// verifies the cluster against the CA and presents its own certificate.
 	var cc proxy.Cluster

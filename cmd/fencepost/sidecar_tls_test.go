@@ -41,7 +41,7 @@ func TestSidecarCertificateAgainstTLSCluster(t *testing.T) {
 	cfg.Cluster, cfg.WorkerID, cfg.Task = []string{ep}, "w1", "job-1"
 	cfg.ClusterTLS = config.CertFiles{CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key}
 	require.NoError(t, cfg.Validate())
-	sc, err := startSidecar(ctx, cfg, zap.NewNop(), newRegistry())
+	sc, err := startSidecar(ctx, cfg, zap.NewNop(), newRegistry(), nil)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, stopSidecar(sc, cfg)) }()
 	require.True(t, waitHeld(ctx, sc, "job-1", 20*time.Second), "the sidecar with its certificate holds the task")

@@ -51,7 +51,7 @@ func TestStartConfigErrorsExit2(t *testing.T) {
 		require.Equal(t, exitUsage, exitCode(startError(err)), "%v", err)
 	})
 	t.Run("fenced", func(t *testing.T) {
-		_, err := startFenced(t.Context(), &config.Fenced{}, zap.NewNop(), newRegistry())
+		_, err := startFenced(t.Context(), &config.Fenced{}, zap.NewNop(), newRegistry(), nil)
 		require.Error(t, err)
 		require.Equal(t, exitUsage, exitCode(err), "%v", err)
 		require.NotContains(t, err.Error(), "runtime check failed")

@@ -46,6 +46,14 @@ func New(cfg Config) (*Middleware, error) {
 // ctxKey is the user value under which a fenced handler finds its context.
 type ctxKey struct{}
 
+// parentKey is the user value holding the request's own context (SetContext).
+type parentKey struct{}
+
+// SetContext gives the request a context the fence runs under instead of rc
+// itself, e.g. one carrying the request's span so the validator's Annotate
+// hook finds it. Call it before the wrapped handler runs.
+func SetContext(rc *fasthttp.RequestCtx, ctx context.Context) { rc.SetUserValue(parentKey{}, ctx) }
+
 // Context returns the context a fenced handler must use for the store's
 // work: it carries the accepted fence.Write and, with sqlstore, the
 // transaction (sqlstore.TxFromContext). Outside a fenced write it returns
@@ -91,7 +99,11 @@ func (m *Middleware) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 		if m.scope != nil {
 			in.Scope = func(task string) (string, error) { return m.scope(rc, task) }
 		}
-		res := m.v.Check(rc, in, func(ctx context.Context) (*fence.Response, error) {
+		parent := context.Context(rc)
+		if ctx, ok := rc.UserValue(parentKey{}).(context.Context); ok {
+			parent = ctx
+		}
+		res := m.v.Check(parent, in, func(ctx context.Context) (*fence.Response, error) {
 			rc.SetUserValue(ctxKey{}, ctx)
 			defer rc.RemoveUserValue(ctxKey{})
 			next(rc)

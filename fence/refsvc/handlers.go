@@ -1,6 +1,7 @@
 package refsvc
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/fasthttpfence"
+	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -129,6 +131,9 @@ func pathScope(rc *fasthttp.RequestCtx, task string) (string, error) {
 func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 	fenced := mw.Wrap(s.appendWrite)
 	metricsHandler := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if s.tracer != nil {
+		fenced = s.traced(fenced)
+	}
 	return func(rc *fasthttp.RequestCtx) {
 		path := string(rc.Path())
 		get := rc.IsGet() || rc.IsHead()
@@ -155,6 +160,20 @@ func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 		default:
 			writeJSON(rc, fasthttp.StatusNotFound, map[string]string{"error": "not found"})
 		}
+	}
+}
+
+// writeRoute is the route template of the fenced writes, the span name's.
+const writeRoute = tasksPrefix + "{task}" + writesSuffix
+
+// traced runs a write under a server span continuing the caller's trace;
+// the fence records its verdict on it through SetContext.
+func (s *Server) traced(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(rc *fasthttp.RequestCtx) {
+		ctx, span := fasthttptrace.StartServer(context.Background(), s.tracer, rc, writeRoute)
+		fasthttpfence.SetContext(rc, ctx)
+		next(rc)
+		fasthttptrace.EndServer(span, rc)
 	}
 }
 

@@ -29,9 +29,14 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/fasthttpfence"
+	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 )
+
+// tracerName is the instrumentation scope of the service's spans.
+const tracerName = "github.com/fencepost/fencepost/fence/refsvc"
 
 // Sentinel errors of package refsvc.
 var (
@@ -80,6 +85,10 @@ type Config struct {
 	ServeLog bool
 	// TLS, when set, serves HTTPS with it instead of plain HTTP.
 	TLS *tls.Config
+	// TracerProvider, when set, opens a server span per request that
+	// continues the caller's traceparent and carries the fence's verdict
+	// (fenceotel.Annotate). Nil is tracing off: no span, no work.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate checks the configuration.
@@ -106,6 +115,7 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	handler  fasthttp.RequestHandler
 	state    *state
+	tracer   trace.Tracer // nil when tracing is off
 
 	mu     sync.Mutex // guards srv, ln, served
 	srv    *fasthttp.Server
@@ -142,6 +152,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		store = s.mem
 	}
+	var annotate func(context.Context, fence.Decision)
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
+		annotate = fenceotel.Annotate
+	}
 	mw, err := fasthttpfence.New(fasthttpfence.Config{
 		Config: fence.Config{
 			Store:         store,
@@ -150,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 			IsWrite:       isWrite,
 			MaxBodyBytes:  cfg.MaxBodyBytes,
 			Observer:      s.metrics.observe,
+			Annotate:      annotate,
 		},
 		Scope: pathScope,
 	})

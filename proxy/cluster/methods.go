@@ -31,6 +31,13 @@ func expand(tmpl string, kv ...string) string {
 
 func taskPath(tmpl, taskID string) string { return expand(tmpl, "{id}", taskID) }
 
+func staleQuery(stale bool) string {
+	if stale {
+		return "?" + api.QueryStale + "=true"
+	}
+	return ""
+}
+
 // OpenSession opens (or, with a SessionID, idempotently re-opens) a session.
 func (c *Client) OpenSession(ctx context.Context, req api.OpenSessionRequest) (api.Session, error) {
 	var out api.Session

@@ -119,6 +119,7 @@ func (k *Keeper) publish(kind EventKind, taskID string, epoch uint64, why string
 		ce.Write(zap.String("kind", string(kind)), zap.String("task", taskID), zap.Uint64("epoch", epoch), zap.String("reason", why))
 	}
 	k.events.publish(Event{Kind: kind, TaskID: taskID, Epoch: epoch, Reason: why, At: k.clock.Now()})
+	k.cfg.Tracer.LeaseEvent(string(kind), taskID, epoch, why)
 }
 
 // cut closes what a transition severed.

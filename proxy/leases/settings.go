@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/proxy/clock"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 )
 
 // Settings is what the keeper needs of the sidecar's configuration,
@@ -25,6 +26,7 @@ type Settings struct {
 	Logger           *zap.Logger
 	Registerer       prometheus.Registerer
 	Clock            clock.Clock
+	Tracer           *proxytrace.Tracer // lease events as spans; nil off
 }
 
 // Sentinel errors of the keeper.

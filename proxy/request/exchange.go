@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/fencepost/fencepost/proxy/leases"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 	"github.com/fencepost/fencepost/proxy/reply"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -55,10 +57,13 @@ type exchange struct {
 	key    keyOrigin // how a write's Idempotency-Key was derived
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
+	span   proxytrace.Request // the request's span; zero when tracing is off
 }
 
-// finish releases what the exchange still owns.
+// finish releases what the exchange still owns and ends its span (at the
+// response's header: a streamed body is relayed after the handler).
 func (x *exchange) finish() {
+	x.span.End(x.ctx.Response.StatusCode())
 	if x.resp != nil {
 		_ = x.resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(x.resp)
@@ -69,20 +74,34 @@ func (x *exchange) finish() {
 	x.req, x.resp = nil, nil
 }
 
-// refuse answers a refused request and counts it.
+// refuse answers a refused request, counts it and records it on the span.
 func (x *exchange) refuse(e *reply.Reply) {
-	x.p.Refuse(x.ctx, e)
+	switch {
+	case e.Blocked:
+		x.span.Lease(e.Task, 0)
+		x.span.Blocked(e.Why, e.Epoch)
+	case e.Code == reply.CodeEffectInDoubt:
+		x.span.Decision(fenceotel.DecisionInDoubt)
+	}
+	x.p.refuse(x.ctx, e, x.span)
 }
 
+// Refuse answers a request refused outside the request path (a CONNECT,
+// a tunnel's request before it enters) and counts it.
 func (p *Pipeline) Refuse(ctx *fasthttp.RequestCtx, e *reply.Reply) {
+	p.refuse(ctx, e, proxytrace.Request{})
+}
+
+// refuse is Refuse with the span whose ids a block's log line carries.
+func (p *Pipeline) refuse(ctx *fasthttp.RequestCtx, e *reply.Reply, span proxytrace.Request) {
 	if e.Blocked {
 		p.metrics.requests.WithLabelValues(DecisionBlocked).Inc()
 		p.metrics.writesBlocked.WithLabelValues(string(e.Why)).Inc()
 		// Task, host and path say which call of which task was stopped;
 		// the query and the body may carry secrets and are never logged.
 		if ce := p.log.Check(zap.InfoLevel, "request blocked"); ce != nil {
-			ce.Write(zap.String("reason", string(e.Why)), zap.String("task", e.Task), zap.Uint64("epoch", e.Epoch),
-				zap.ByteString("method", ctx.Method()), zap.ByteString("host", ctx.URI().Host()), zap.ByteString("path", ctx.Path()))
+			ce.Write(span.LogFields(zap.String("reason", string(e.Why)), zap.String("task", e.Task), zap.Uint64("epoch", e.Epoch),
+				zap.ByteString("method", ctx.Method()), zap.ByteString("host", ctx.URI().Host()), zap.ByteString("path", ctx.Path()))...)
 		}
 	} else {
 		p.metrics.requests.WithLabelValues(DecisionRejected).Inc()

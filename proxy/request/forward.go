@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence"
+	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/reply"
 	"github.com/valyala/fasthttp"
@@ -50,6 +51,7 @@ func (x *exchange) forward() {
 	}
 	latency.Observe(time.Since(start).Seconds())
 	p.metrics.forwarded.Inc()
+	x.span.Decision(fenceotel.DecisionForwarded)
 	status := resp.StatusCode()
 	if x.write {
 		x.logForwarded(status)
@@ -91,9 +93,9 @@ func (x *exchange) forward() {
 // body may carry secrets and are never logged.
 func (x *exchange) logForwarded(status int) {
 	if ce := x.p.log.Check(zap.InfoLevel, "write forwarded"); ce != nil {
-		ce.Write(zap.String("task", x.lease.TaskID), zap.Uint64("epoch", x.lease.Epoch),
+		ce.Write(x.span.LogFields(zap.String("task", x.lease.TaskID), zap.Uint64("epoch", x.lease.Epoch),
 			zap.ByteString("method", x.ctx.Method()), zap.String("host", x.tgt.hostPort), zap.String("path", x.tgt.normPath),
-			zap.ByteString("key", x.req.Header.Peek(fence.HeaderIdempotencyKey)), zap.Int("status", status))
+			zap.ByteString("key", x.req.Header.Peek(fence.HeaderIdempotencyKey)), zap.Int("status", status))...)
 	}
 }
 
@@ -130,8 +132,13 @@ func (x *exchange) upstreamFailed(err error, stage upstreamStage) {
 			p.metrics.forwarded.Inc()
 		}
 	}
+	if errors.Is(err, errLeaseCut) && stage == stageRequest {
+		x.span.Blocked(string(leases.ReasonExpired), x.lease.Epoch)
+	} else {
+		x.span.Failed(err)
+	}
 	if ce := p.log.Check(zap.InfoLevel, "upstream failed"); ce != nil {
-		ce.Write(zap.String("host", x.tgt.hostPort), zap.Bool("write", x.write), zap.Bool("body", stage == stageBody), zap.Error(err))
+		ce.Write(x.span.LogFields(zap.String("host", x.tgt.hostPort), zap.Bool("write", x.write), zap.Bool("body", stage == stageBody), zap.Error(err))...)
 	}
 	e := upstreamProblem(err, stage, x.write, x.lease, p.cfg, x.tgt.hostPort)
 	if e.Code == reply.CodeUpstreamError && stage == stageRequest {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/reply"
@@ -72,6 +73,7 @@ func (x *exchange) forwardJournaled() {
 		return
 	}
 	if res.Replay {
+		x.span.Decision(fenceotel.DecisionReplayed)
 		p.metrics.requests.WithLabelValues(DecisionReplayed).Inc()
 		replayEffect(ctx, &res.Effect)
 		return
@@ -102,6 +104,7 @@ func (x *exchange) forwardJournaled() {
 	}
 	p.metrics.upstreamWrite.Observe(time.Since(start).Seconds())
 	p.metrics.forwarded.Inc()
+	x.span.Decision(fenceotel.DecisionForwarded)
 	x.logForwarded(resp.StatusCode())
 	out := api.OutcomeRequest{Epoch: x.lease.Epoch, Status: resp.StatusCode(), Header: map[string][]string{}}
 	for k, v := range resp.Header.All() {
@@ -118,7 +121,7 @@ func (x *exchange) forwardJournaled() {
 	if _, err := p.journal.Outcome(cctx, x.lease.TaskID, key, out); err != nil {
 		// The call happened; the worker gets its response. The missing
 		// outcome leaves the intent in doubt, which the next owner sees.
-		p.log.Warn("journal outcome not recorded", zap.String("task", x.lease.TaskID), zap.Error(err))
+		p.log.Warn("journal outcome not recorded", x.span.LogFields(zap.String("task", x.lease.TaskID), zap.Error(err))...)
 	}
 	cancel()
 	writeUpstream(ctx, resp)

@@ -19,6 +19,9 @@ func (p *Pipeline) Serve(ctx *fasthttp.RequestCtx, in Entry) {
 	defer p.inflight.Add(-1)
 	x := exchange{p: p, ctx: ctx, in: in}
 	defer x.finish()
+	if p.cfg.Tracer != nil {
+		x.span = p.cfg.Tracer.Start(ctx, in.traceEntry())
+	}
 	if e := x.decide(); e != nil {
 		x.refuse(e)
 		return
@@ -66,6 +69,7 @@ func (x *exchange) decide() *reply.Reply {
 		return e
 	}
 	x.tgt = tgt
+	x.span.Target(tgt.tls != nil, tgt.uri, tgt.hostPort)
 	task, err := selectedTask(&x.scan)
 	if err == nil && x.in.Task != "" {
 		if task != "" && task != x.in.Task {
@@ -79,6 +83,11 @@ func (x *exchange) decide() *reply.Reply {
 	x.task = task
 	x.write = isWrite(x.p.rules, string(x.ctx.Method()), x.tgt)
 	l, why := x.p.keeper.Check(task)
+	if task != "" {
+		x.span.Lease(task, 0)
+	} else {
+		x.span.Lease(l.TaskID, 0) // the one lease the sidecar holds, if any
+	}
 	if why == "" {
 		x.lease, x.leased = l, true
 		return nil
@@ -99,6 +108,7 @@ func (x *exchange) stamp() *reply.Reply {
 	req.Header.SetNoDefaultContentType(true)
 	req.Header.SetMethodBytes(ctx.Method())
 	copyRequestHeaders(&req.Header, &ctx.Request.Header, &x.scan)
+	x.span.Inject(&req.Header) // the upstream's parent is the sidecar's span
 	x.tgt.setUpstream(req, ctx, x.in)
 	req.SetBodyRaw(ctx.Request.Body())
 	if len(x.scan.idemKey) > 1 {
@@ -122,6 +132,7 @@ func (x *exchange) stamp() *reply.Reply {
 		return nil
 	}
 	x.lease = l
+	x.span.Lease(l.TaskID, l.Epoch)
 	stampHeaders(&req.Header, l, x.p.cfg.WorkerID)
 	x.p.limitSignature(&req.Header, x.tgt.hostPort)
 	if x.write {
@@ -134,6 +145,7 @@ func (x *exchange) stamp() *reply.Reply {
 		}
 		req.Header.Set(fence.HeaderIdempotencyKey, key)
 		x.key = origin
+		x.span.IdempotencyKey(key)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencepost/fencepost/proxy/clock"
 	"github.com/fencepost/fencepost/proxy/leases"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 )
 
 // ReadPolicy says what happens to a read (a request classified as safe)
@@ -76,6 +77,9 @@ type Settings struct {
 	JournalRules   []JournalRule
 	Journal        Journal
 	MaxJournalBody int64
+	// Tracer makes each request a span (nil: tracing off, a nil check per
+	// step and nothing else).
+	Tracer *proxytrace.Tracer
 
 	MaxRequestBody      int
 	MaxResponseBody     int64

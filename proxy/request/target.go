@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 	"github.com/fencepost/fencepost/proxy/reply"
 )
 
@@ -218,4 +219,15 @@ func CutSchemeFold(uri []byte) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// traceEntry names the way in for the request's span.
+func (in Entry) traceEntry() proxytrace.Entry {
+	switch {
+	case in.Authority == "":
+		return proxytrace.EntryProxy
+	case in.TLS:
+		return proxytrace.EntryIntercepted
+	}
+	return proxytrace.EntryConnect
 }

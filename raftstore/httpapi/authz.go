@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -246,7 +247,7 @@ var audited = map[Permission]bool{PermOperate: true, PermMembership: true, PermR
 // when (the log's timestamp) and with what result.
 // It also counts denials: this is the one place a refusal of the caller's
 // identity is seen, whichever layer made it.
-func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, route, rid string, err error) {
+func (s *Server) audit(tc context.Context, p principal, perm Permission, rc *fasthttp.RequestCtx, route, rid string, err error) {
 	missing, isDenied := deniedPermission(err)
 	if isDenied {
 		s.metrics.denied.WithLabelValues(missing, string(p.id.Role)).Inc()
@@ -264,7 +265,7 @@ func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, ro
 	} else if !audited[perm] {
 		return
 	}
-	s.auditLog.Info("audit",
+	s.auditLog.Info("audit", withTrace(tc,
 		zap.String("who", p.id.String()),
 		zap.String("permission", string(perm)),
 		zap.String("method", methodLabel(rc.Method())),
@@ -274,7 +275,7 @@ func (s *Server) audit(p principal, perm Permission, rc *fasthttp.RequestCtx, ro
 		zap.Int("status", rc.Response.StatusCode()),
 		zap.Bool("denied", isDenied),
 		zap.String("missing", missing),
-		zap.String("remote", rc.RemoteAddr().String()))
+		zap.String("remote", rc.RemoteAddr().String()))...)
 }
 
 // newDeniedCounter is the denial metric: by permission and role, both

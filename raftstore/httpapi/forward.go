@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -72,7 +73,7 @@ const maxForwardAttempts = 3
 // It returns an error (to become a problem) only when it could not relay an
 // answer: no leader known, a loop, the leader unreachable, or the forward
 // broken mid-request.
-func (s *Server) forward(rc *fasthttp.RequestCtx, rid string, who principal) error {
+func (s *Server) forward(tc context.Context, rc *fasthttp.RequestCtx, rid string, who principal) error {
 	if by := rc.Request.Header.Peek(HeaderForwardedBy); len(by) > 0 {
 		s.metrics.forwards.WithLabelValues("loop").Inc()
 		return fmt.Errorf("%w (forwarded by %s)", ErrForwardLoop, by)
@@ -102,6 +103,7 @@ func (s *Server) forward(rc *fasthttp.RequestCtx, rid string, who principal) err
 		req.Header.Set(HeaderCaller, who.id.String())
 	}
 	req.SetBody(rc.PostBody())
+	forwardTrace(tc, rc, req)
 
 	start := time.Now()
 	deadline := start.Add(s.cfg.ForwardTimeout)

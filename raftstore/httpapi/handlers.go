@@ -141,6 +141,7 @@ func (s *Server) acquire(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	g, err := s.store.Acquire(c.ctx, c.rid, c.p.id, req)
+	annotateGrant(c, g, err)
 	return http.StatusOK, briefGrant(g), err
 }
 
@@ -153,6 +154,7 @@ func (s *Server) claim(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	g, err := s.store.Claim(c.ctx, c.rid, req)
+	annotateGrant(c, g, err)
 	return http.StatusOK, briefGrant(g), err
 }
 
@@ -201,6 +203,7 @@ func (s *Server) release(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	t, err := s.store.Release(c.ctx, c.rid, c.p.id, req)
+	annotateTask(c, c.p.id, req.Epoch, t)
 	return http.StatusOK, brief(t), err
 }
 
@@ -213,6 +216,7 @@ func (s *Server) revoke(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	t, err := s.store.Revoke(c.ctx, c.rid, c.p.id, req)
+	annotateTask(c, c.p.id, req.Epoch, t)
 	return http.StatusOK, brief(t), err
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -76,15 +77,15 @@ func (s *Server) metricsHandler(rc *fasthttp.RequestCtx) {
 
 // observe records a finished request in the metrics and, at debug level,
 // the access log. logger.Check keeps the disabled log path allocation-free.
-func (s *Server) observe(rc *fasthttp.RequestCtx, route, rid string, forwarded bool, start time.Time) {
+func (s *Server) observe(tc context.Context, rc *fasthttp.RequestCtx, route, rid string, forwarded bool, start time.Time) {
 	took := time.Since(start)
 	status := rc.Response.StatusCode()
 	method := methodLabel(rc.Method())
 	s.metrics.observe(route, method, status, took)
 	if ce := s.log.Check(zap.DebugLevel, "http request"); ce != nil {
-		ce.Write(zap.String("rid", rid), zap.String("method", method), zap.ByteString("path", rc.Path()),
+		ce.Write(withTrace(tc, zap.String("rid", rid), zap.String("method", method), zap.ByteString("path", rc.Path()),
 			zap.String("route", route), zap.Int("status", status), zap.Bool("forwarded", forwarded),
-			zap.Duration("took", took), zap.String("remote", rc.RemoteAddr().String()))
+			zap.Duration("took", took), zap.String("remote", rc.RemoteAddr().String()))...)
 	}
 }
 

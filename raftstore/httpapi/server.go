@@ -20,10 +20,13 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/fenceotel"
+	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -100,6 +103,9 @@ type Config struct {
 	// AuditLogger receives the audit log (operator actions, membership
 	// changes, body reads and every denial); nil uses Logger named "audit".
 	AuditLogger *zap.Logger
+	// TracerProvider, when set, opens a server span per API request
+	// (trace.go); nil is tracing off, at no cost per request.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -164,6 +170,7 @@ type Server struct {
 	auditLog    *zap.Logger
 	bodyReaders map[string]bool
 	limiter     *limiter
+	tracer      trace.Tracer // nil when tracing is off
 	// refusals slows callers that keep being refused (refusals.go);
 	// denials folds their repeated audit lines into one (denials.go).
 	refusals *refusalLimiter
@@ -200,6 +207,9 @@ func New(cfg Config, store Store) (*Server, error) {
 	}
 	if cfg.Pprof {
 		s.pprof = pprofHandler()
+	}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	s.readCtx, s.stopReads = context.WithCancel(context.Background())
 	s.metrics = newHTTPMetrics(cfg.Gatherer)
@@ -321,7 +331,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		}
 		if err != nil {
 			writeProblem(rc, problemFor(err, string(rc.Path())))
-			s.audit(who, PermProfile, rc, "pprof", "", err)
+			s.audit(context.Background(), who, PermProfile, rc, "pprof", "", err)
 			return
 		}
 		s.pprof(rc)
@@ -345,20 +355,31 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	var (
 		who  principal
 		perm Permission
+		// tc is the request's trace context: its server span when
+		// tracing is on and the route is an API one, else Background.
+		tc   = context.Background()
+		span trace.Span
 	)
 	if err == nil {
 		ep, ok := r.methods[string(rc.Method())]
+		if ok && ep.raw == nil && s.tracer != nil {
+			tc, span = s.startSpan(rc, template, rid, start)
+			defer fasthttptrace.EndServer(span, rc)
+		}
 		if ok {
 			// Authorization is decided here, once per request.
 			perm = ep.perm
 			who, err = s.identify(rc)
 			refusalKey := refusalKey(rc, who)
 			if s.overRefusals(rc, who, refusalKey, template, rid) {
-				s.observe(rc, template, rid, false, start)
+				s.observe(tc, rc, template, rid, false, start)
 				return
 			}
 			if err == nil {
 				err = s.authorize(who, ep)
+			}
+			if span != nil {
+				span.SetAttributes(fenceotel.CallerRole.String(who.role()))
 			}
 			if err == nil {
 				err = s.limit(who)
@@ -379,28 +400,28 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		case ep.raw != nil:
 			ep.raw(s, rc)
 		default:
-			forwarded, err = s.serveJSON(rc, ep, rid, p, who)
+			forwarded, err = s.serveJSON(tc, rc, ep, rid, p, who)
 		}
 	}
 	if err != nil {
 		p := problemFor(err, string(rc.Path()))
 		if p.Code == api.CodeInternal {
-			s.log.Error("request failed", zap.String("rid", rid), zap.String("route", template), zap.Error(err))
+			s.log.Error("request failed", withTrace(tc, zap.String("rid", rid), zap.String("route", template), zap.Error(err))...)
 		}
 		writeProblem(rc, p)
 	}
 	// A request relayed to the leader is audited there, under its caller
 	// and with the leader's answer; here only one refused or failed.
 	if perm != "" && !(forwarded && err == nil) {
-		s.audit(who, perm, rc, template, rid, err)
+		s.audit(tc, who, perm, rc, template, rid, err)
 	}
-	s.observe(rc, template, rid, forwarded, start)
+	s.observe(tc, rc, template, rid, forwarded, start)
 }
 
 // serveJSON runs a JSON endpoint and writes its success answer; it returns
 // the error to turn into a problem, if any. A Store answer of ErrNotLeader
 // is forwarded to the leader instead (forwarded reports that).
-func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p params, who principal) (forwarded bool, err error) {
+func (s *Server) serveJSON(tc context.Context, rc *fasthttp.RequestCtx, ep endpoint, rid string, p params, who principal) (forwarded bool, err error) {
 	q, err := queryArgs(rc.QueryArgs(), ep.query...)
 	if err != nil {
 		return false, err
@@ -412,10 +433,13 @@ func (s *Server) serveJSON(rc *fasthttp.RequestCtx, ep endpoint, rid string, p p
 	ctx, cancel := context.WithTimeout(parent, s.cfg.RequestTimeout)
 	defer cancel()
 	ctx = raftstore.WithCaller(ctx, who.caller())
+	if span := trace.SpanFromContext(tc); span.IsRecording() {
+		ctx = trace.ContextWithSpan(ctx, span)
+	}
 	c := &call{who: who, ctx: ctx, rc: rc, rid: rid, p: p, query: q}
 	status, body, err := ep.json(s, c)
 	if isNotLeader(err) {
-		return true, s.forward(rc, rid, who)
+		return true, s.forward(tc, rc, rid, who)
 	}
 	if err != nil {
 		return false, err

@@ -20,7 +20,7 @@ func benchmarksMD(res *Results, table string) string {
 	p("go run . --from bench-results.json              # re-render this file from a saved run\n")
 	p("go run . --tls      # workloads 1, 2, 4 plaintext and with TLS; rewrites only the TLS section\n```\n\n")
 	p("The harness builds `fencepost` from this checkout, installs the peers with apt-get when they are missing ")
-	p("(`etcd-server`, `etcd-client`, `nginx`, `squid`; needs root), starts a 3-node fencepost cluster and a 3-node ")
+	p("(`etcd-server`, `etcd-client`, `nginx`, `squid-openssl` (its squid serves both squid peers; the GnuTLS `squid` has no ssl-bump); needs root), starts a 3-node fencepost cluster and a 3-node ")
 	p("etcd cluster on 127.0.0.1 with separate data directories under one temporary directory, runs the workloads, ")
 	p("stops every process it started by PID, removes the directory, prints the tables, writes the raw numbers to ")
 	p("`--out` (default `bench-results.json`, not committed) and regenerates this file. It has its own `go.mod`, so ")

@@ -242,7 +242,7 @@ func startDev(t *testing.T) *dev {
 		t.Skip("the go tool is not on PATH")
 	}
 	cmd := exec.Command(gotool, "run", "./cmd/fencepost", "dev", "--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--log-format=json")
+		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--ports-console=0", "--log-format=json")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = cleanEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -3,6 +3,7 @@
 // function every middleware calls.
 
 import { createHash } from "node:crypto";
+import { annotate } from "./otel.js";
 import { FenceError, Problem, problemFor } from "./problems.js";
 import { KeySet, verifySignature } from "./sign.js";
 import * as tk from "./token.js";
@@ -78,7 +79,7 @@ export interface FenceOptions {
   allowUnsigned?: boolean;
   isWrite?: (method: string, path: string) => boolean;
   maxBodyBytes?: number;
-  /** Sees every decision on a write (metrics). */
+  /** Sees every decision on a write (metrics). With @opentelemetry/api installed the verdict also lands on the active span (otel.ts). */
   observer?: (d: { write?: Write; status: number; problem?: Problem; outcome?: Outcome }) => void;
 }
 
@@ -155,10 +156,12 @@ export class Validator {
       const accepted = w;
       const { response, outcome } = await this.opts.store.do(w, (tx) => fn(tx, accepted));
       this.opts.observer?.({ write: w, status: response.status, outcome });
+      annotate({ write: w, outcome });
       return { write: w, response, outcome };
     } catch (e) {
       const problem = problemFor(e);
       this.opts.observer?.({ write: w, status: problem.status, problem });
+      annotate({ write: w, problem });
       return { write: w, problem, response: problemResponse(problem) };
     }
   }

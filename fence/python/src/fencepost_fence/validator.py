@@ -8,6 +8,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from . import _otel
 from . import token as tk
 from .problems import BadSignature, MalformedHolder, MalformedTask, MalformedToken, MissingSignature, \
     MissingTask, MissingToken, InvalidIdempotencyKey, Problem, ScopeRejected, WriteFailed, FenceError
@@ -140,8 +141,11 @@ class Validator:
             raise ScopeRejected(f"fence: task not allowed in this scope: {e}") from None
 
     def observe(self, w, status, problem=None, outcome=None):
+        """Hand one decision to the observer and, when opentelemetry-api is
+        installed, to the current span (see _otel)."""
         if self.cfg.observer is not None:
             self.cfg.observer(w, status, problem, outcome)
+        _otel.annotate(w, problem, outcome)
 
 
 def problem_for(err: BaseException) -> Problem:

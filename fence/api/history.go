@@ -1,0 +1,111 @@
+package api
+
+import (
+	"time"
+
+	"github.com/fencepost/fencepost/fence/lease"
+)
+
+// Routes of the cluster's recent history (reader role and up).
+const (
+	// PathTaskHistory is GET: the recent events of one task, oldest first.
+	PathTaskHistory = "/v1/tasks/{id}/history"
+	// PathEvents is GET: a long-poll for the events every task saw after
+	// ?since= (QueryWatchSince, QueryWatchTimeout), oldest first.
+	PathEvents = "/v1/events"
+	// GET PathSessions (beside POST, which opens one) lists open sessions.
+)
+
+// Kinds of HistoryEvent beyond the command ops' names (lease.Op.String:
+// create_task, acquire, claim, checkpoint, wait, signal, release, revoke,
+// cancel, suspect, revive, expire, reclaim, intent, outcome, delete_task,
+// open_session, close_session).
+const (
+	// EventInDoubt is one journaled write the resume guard reported in
+	// doubt when it reclaimed the task.
+	EventInDoubt = "in_doubt"
+	// EventSessionRelease is a lease given back because its session closed.
+	EventSessionRelease = "session_release"
+)
+
+// HistoryEvent is one change the cluster applied (or refused) for a task
+// or a session, derived from the raft entry that carried it. Only the
+// fields the kind sets are present; bodies (payloads, checkpoint data,
+// responses) are never included.
+type HistoryEvent struct {
+	// Seq orders events on the answering node; it is not replicated.
+	Seq uint64 `json:"seq"`
+	// Index is the raft index of the entry, the same on every node.
+	Index uint64 `json:"index"`
+	// Time is the time the leader stamped into the entry.
+	Time      time.Time       `json:"time"`
+	Kind      string          `json:"kind"`
+	TaskID    string          `json:"taskId,omitempty"`
+	Epoch     uint64          `json:"epoch,omitempty"`
+	WorkerID  string          `json:"workerId,omitempty"`
+	SessionID string          `json:"sessionId,omitempty"`
+	Status    lease.Status    `json:"status,omitempty"`
+	State     lease.TaskState `json:"state,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	// By is the sidecar identity ("role/name") whose request carried the
+	// change. It is empty for an operator's request (the cluster's audit
+	// log names the operator) and for the leader's own (suspect, expire,
+	// reclaim).
+	By string `json:"by,omitempty"`
+	// Checkpoint fields.
+	CheckpointSeq uint64 `json:"checkpointSeq,omitempty"`
+	Step          string `json:"step,omitempty"`
+	// Journal fields.
+	Key         string            `json:"key,omitempty"`
+	Method      string            `json:"method,omitempty"`
+	URL         string            `json:"url,omitempty"`
+	EffectState lease.EffectState `json:"effectState,omitempty"`
+	HTTPStatus  int               `json:"httpStatus,omitempty"`
+	// Error is the problem code when the cluster refused the command
+	// (stale_epoch for an old owner's write, say): a refusal is history too.
+	Error string `json:"error,omitempty"`
+}
+
+// TaskHistory is the reply to GET PathTaskHistory. Dropped counts the
+// older events the bound pushed out (README "Console").
+type TaskHistory struct {
+	TaskID  string         `json:"taskId"`
+	Events  []HistoryEvent `json:"events"`
+	Dropped uint64         `json:"dropped,omitempty"`
+}
+
+// EventFeed is the reply to GET PathEvents. Next is the since of the next
+// call; since 0 asks for the current position (answered at once, without
+// events, once the node has any). Reset means events between since and the first one returned are
+// gone (the caller fell behind the feed's bound, or asked another node or
+// a restarted one): a caller showing state reads it again.
+type EventFeed struct {
+	Events []HistoryEvent `json:"events"`
+	Next   uint64         `json:"next"`
+	Reset  bool           `json:"reset,omitempty"`
+	// Feed names the answering node's feed (random per process): a caller
+	// whose since came from another feed (another member, or this one
+	// before a restart) ignores the answer's events and starts again from
+	// Next.
+	Feed string `json:"feed"`
+}
+
+// SessionInfo is one open session as GET PathSessions lists it.
+// HeartbeatAt is the leader's last heartbeat from it (zero when the
+// answering member is not the leader or it has not heartbeated since the
+// leader took office).
+type SessionInfo struct {
+	SessionID   string    `json:"sessionId"`
+	WorkerID    string    `json:"workerId"`
+	Owner       string    `json:"owner,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	HeartbeatAt time.Time `json:"heartbeatAt,omitzero"`
+	Leases      int       `json:"leases"`
+}
+
+// SessionList is the reply to GET PathSessions (reader role and up),
+// ordered by session id; Next, when set, is the ?after= of the next page.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+	Next     string        `json:"next,omitempty"`
+}

@@ -1,0 +1,260 @@
+// Package proxytrace is the sidecar's tracing: one span per proxied request
+// (plain, carried by a CONNECT tunnel, or intercepted HTTPS) that continues
+// the worker's traceparent/tracestate, attributed by the OTel HTTP
+// semantic conventions for a client call plus the fencepost attributes
+// (task, epoch, decision, idempotency key), and a short span per lease
+// lifecycle event (acquired, lost, revived, revoked, released).
+//
+// It uses the OTel API only; the process's SDK comes from config/tracing
+// through the command wiring. A nil *Tracer is tracing off: every method
+// is then a nil check that allocates nothing, so the request path pays
+// nothing when tracing is off.
+package proxytrace
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/fencepost/fencepost/fence/fenceotel"
+	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
+)
+
+// tracerName is the instrumentation scope of the sidecar's spans.
+const tracerName = "github.com/fencepost/fencepost/proxy"
+
+// Entry is how a request reached the pipeline: attribute
+// fencepost.proxy.entry.
+type Entry string
+
+// The entries.
+const (
+	// EntryProxy is an absolute-form request on the proxy port.
+	EntryProxy Entry = "proxy"
+	// EntryConnect is a plain HTTP request read inside a CONNECT tunnel.
+	EntryConnect Entry = "connect"
+	// EntryIntercepted is a request read inside intercepted TLS.
+	EntryIntercepted Entry = "intercepted"
+)
+
+// entryKey is the attribute of Entry.
+const entryKey = attribute.Key("fencepost.proxy.entry")
+
+// Tracer makes the sidecar's spans. The nil *Tracer is off.
+type Tracer struct {
+	tr trace.Tracer
+	// last holds each task's latest lease event span (task -> its
+	// trace.SpanContext), which a blocked request links to.
+	last sync.Map
+}
+
+// New returns a Tracer over tp, or nil (off) when tp is nil.
+func New(tp trace.TracerProvider) *Tracer {
+	if tp == nil {
+		return nil
+	}
+	return &Tracer{tr: tp.Tracer(tracerName)}
+}
+
+// Request is the span of one proxied request. Its zero value (what an off
+// Tracer returns) ignores every call. The attributes learnt along the way
+// are kept in the request's state and given to the span once, at End: one
+// lock and one de-duplication pass instead of one per step.
+type Request struct{ s *state }
+
+// state is what a traced request carries; allocated only when tracing is
+// on.
+type state struct {
+	t     *Tracer
+	ctx   context.Context
+	span  trace.Span
+	task  string // the task recorded by Lease, whose lease event a block links to
+	n     int
+	attrs [maxAttrs]attribute.KeyValue
+}
+
+// maxAttrs bounds the attributes a request collects before End: url.full,
+// server.address, server.port, task, epoch, idempotency key, decision,
+// block reason, error.type, status, and room to spare.
+const maxAttrs = 12
+
+// add keeps one attribute for End; past maxAttrs it sets it at once.
+func (s *state) add(kv attribute.KeyValue) {
+	if s.n == len(s.attrs) {
+		s.span.SetAttributes(kv)
+		return
+	}
+	s.attrs[s.n] = kv
+	s.n++
+}
+
+// Start opens the span of one request as it arrives, continuing the
+// worker's traceparent: a client span (the sidecar calls upstream on the
+// worker's behalf) named by the request's method, as the HTTP conventions
+// name a client span without a URL template.
+func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry) Request {
+	if t == nil {
+		return Request{}
+	}
+	ctx := fasthttptrace.Extract(context.Background(), &rc.Request.Header)
+	method := string(rc.Method())
+	s := &state{t: t}
+	s.ctx, s.span = t.tr.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), entryKey.String(string(in))))
+	return Request{s: s}
+}
+
+// On reports whether r records anything.
+func (r Request) On() bool { return r.s != nil }
+
+// Target records the upstream target once parsed: url.full (tls picks
+// https; uri is authority, path and query without the scheme),
+// server.address and server.port.
+func (r Request) Target(tls bool, uri []byte, hostPort string) {
+	if r.s == nil {
+		return
+	}
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
+	r.s.add(semconv.URLFull(scheme + string(uri)))
+	if host, port, ok := fasthttptrace.SplitHostPort(hostPort); ok {
+		r.s.add(semconv.ServerAddress(host))
+		r.s.add(semconv.ServerPort(port))
+	}
+}
+
+// Lease records the task (once) and, when the request is stamped, the
+// epoch.
+func (r Request) Lease(task string, epoch uint64) {
+	if r.s == nil {
+		return
+	}
+	if task != "" && r.s.task == "" {
+		r.s.task = task
+		r.s.add(fenceotel.TaskID.String(task))
+	}
+	if epoch != 0 {
+		r.s.add(fenceotel.Epoch.String(strconv.FormatUint(epoch, 10)))
+	}
+}
+
+// IdempotencyKey records the key the request was sent (or replayed) with.
+func (r Request) IdempotencyKey(key string) {
+	if r.s != nil && key != "" {
+		r.s.add(fenceotel.IdempotencyKey.String(key))
+	}
+}
+
+// Inject names this span in the upstream request's traceparent (and
+// carries the worker's tracestate on), replacing the worker's.
+func (r Request) Inject(h *fasthttp.RequestHeader) {
+	if r.s != nil {
+		fasthttptrace.Inject(r.s.ctx, h)
+	}
+}
+
+// Decision records what the sidecar did with the request: forwarded,
+// replayed (from the journal) or in_doubt.
+func (r Request) Decision(d string) {
+	if r.s != nil {
+		r.s.add(fenceotel.Decision.String(d))
+	}
+}
+
+// Blocked records a refused request (no upstream call was made): decision
+// blocked, the reason, the epoch the lease had, an error status, and a
+// link to the latest lease event span of the task Lease recorded (the
+// loss or revocation that blocked it).
+func (r Request) Blocked(reason string, epoch uint64) {
+	if r.s == nil {
+		return
+	}
+	r.s.add(fenceotel.Decision.String(fenceotel.DecisionBlocked))
+	r.s.add(fenceotel.BlockReason.String(reason))
+	r.Lease("", epoch)
+	if sc, ok := r.s.t.last.Load(r.s.task); ok && r.s.task != "" {
+		r.s.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
+	}
+	r.s.span.SetStatus(codes.Error, "blocked: "+reason)
+}
+
+// Failed records an upstream call that failed (error.type, error status).
+func (r Request) Failed(err error) {
+	if r.s == nil || err == nil {
+		return
+	}
+	r.s.add(semconv.ErrorTypeKey.String(errorType(err)))
+	r.s.span.SetStatus(codes.Error, err.Error())
+}
+
+// End records the status answered to the worker, hands the span every
+// attribute collected, and ends it. A client span's 4xx and 5xx are
+// errors, per the conventions.
+func (r Request) End(status int) {
+	if r.s == nil {
+		return
+	}
+	if status > 0 {
+		r.s.add(semconv.HTTPResponseStatusCode(status))
+		if status >= 400 {
+			r.s.span.SetStatus(codes.Error, "")
+		}
+	}
+	r.s.span.SetAttributes(r.s.attrs[:r.s.n]...)
+	r.s.span.End()
+}
+
+// LogFields returns fields with the request's trace and span ids added,
+// for a log line written while serving it.
+func (r Request) LogFields(fields ...zap.Field) []zap.Field {
+	if r.s == nil {
+		return fields
+	}
+	sc := r.s.span.SpanContext()
+	return append(fields, zap.String(fenceotel.LogTraceID, sc.TraceID().String()),
+		zap.String(fenceotel.LogSpanID, sc.SpanID().String()))
+}
+
+// LeaseEvent records one lease lifecycle event as a short span named
+// "lease <kind>" with the task, the epoch and the reason, so a trace
+// search for a task shows the epoch change that blocked its calls.
+func (t *Tracer) LeaseEvent(kind, task string, epoch uint64, reason string) {
+	if t == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{fenceotel.TaskID.String(task), attribute.String("fencepost.lease.event", kind)}
+	if epoch != 0 {
+		attrs = append(attrs, fenceotel.Epoch.String(strconv.FormatUint(epoch, 10)))
+	}
+	if reason != "" {
+		attrs = append(attrs, attribute.String("fencepost.lease.reason", reason))
+	}
+	_, span := t.tr.Start(context.Background(), "lease "+kind, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrs...))
+	span.End()
+	// A released task is done here: forget it, so the map stays as small
+	// as the set of tasks held.
+	if sc := span.SpanContext(); sc.IsValid() && kind != "released" {
+		t.last.Store(task, sc)
+	} else {
+		t.last.Delete(task)
+	}
+}
+
+// errorType is error.type, from a small fixed set: timeout or
+// upstream_error.
+func errorType(err error) string {
+	if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+		return "timeout"
+	}
+	return "upstream_error"
+}
