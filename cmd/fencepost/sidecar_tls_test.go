@@ -82,7 +82,7 @@ func TestSidecarRefusesAWorkerIDItsCertificateDoesNotName(t *testing.T) {
 	cfg.ProxyAddr, cfg.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Cluster, cfg.WorkerID = []string{"127.0.0.1:1"}, "someone-else"
 	cfg.ClusterTLS = config.CertFiles{CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key}
-	_, err := startSidecar(t.Context(), cfg, zap.NewNop(), newRegistry())
+	_, err := startSidecar(t.Context(), cfg, zap.NewNop(), newRegistry(), nil)
 	require.ErrorIs(t, err, config.ErrInvalid)
 	require.ErrorContains(t, err, `worker_id "someone-else"`)
 }
