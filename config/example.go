@@ -211,6 +211,21 @@ intercept:
   upstream_ca_file: ""         # default: the system roots
   ca_validity: 168h
 
+# Transparent capture ("closing the bypass" in the README): fencepost capture
+# installs nat rules that redirect the worker's outbound TCP to listen, so a
+# client ignoring HTTP_PROXY is fenced too. The sidecar reads listen and
+# other_tcp; fencepost capture reads the rest (and listen's port).
+capture:
+  listen: ""                   # e.g. 127.0.0.1:7483 ([::1]:7483 is added); empty: off
+  other_tcp: block_without_lease # neither TLS nor HTTP: allow, block_without_lease or block
+  ports: []                    # destination ports captured; empty: all TCP
+  exclude_ports: []            # destination ports never captured, e.g. [22]
+  exclude_cidrs: []            # never captured, e.g. [10.96.0.0/12]; cluster endpoints and loopback always
+  block_udp_ports: ["443"]     # UDP refused to captured uids: QUIC falls back to (captured) TCP; [] leaves UDP alone
+  sidecar_uid: 1337            # the sidecar's uid: its own connections are never captured
+  worker_uid: 0                # >0: capture only this uid (a local worker); 0: every uid but sidecar_uid
+  backend: auto                # iptables backend: auto, nft or legacy
+
 limits:
   max_request_body: 10MiB
   max_response_body: 64MiB
