@@ -65,6 +65,7 @@ raft:
   snapshot_interval: 30s
   snapshot_threshold: 8192     # new log entries that trigger a snapshot
   trailing_logs: 10240         # entries kept after a snapshot for slow followers
+  mixed_versions: false        # true only during a rolling upgrade from the previous release (deploy/RELEASES.md)
 
 leases:
   default_profile: short       # used when a task is created without a profile
@@ -83,8 +84,9 @@ leases:
   # quota_exceeded. 0 is unlimited.
   quota:
     sessions: 64
-    tasks: 100000               # tasks it created and nobody deleted yet
-    bytes: 1GiB                 # payload bytes of those tasks
+    tasks: 10000                # tasks it created and nobody deleted yet
+    bytes: 32MiB                # payload bytes of those tasks
+    cluster_bytes: 128MiB       # payload bytes of all identities together
     requests_per_second: 1000   # API calls; past them 429 rate_limited. A sidecar
     request_burst: 2000         # certificate shared by a fleet needs more
 
@@ -102,6 +104,9 @@ tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  # Revocation list ('fencepost tls crl create'): certificates it lists are
+  # refused on raft and the API. Re-read when it changes. Empty: none.
+  crl_file: ""
 
 tracing:
   # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
@@ -131,6 +136,7 @@ cluster_tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  crl_file: ""                 # revoked members are refused. Empty: none
 # Worker id recorded in leases. Empty: derived from the host name.
 worker_id: ""
 # The worker's HTTP_PROXY. Loopback only.
@@ -205,6 +211,21 @@ intercept:
   upstream_ca_file: ""         # default: the system roots
   ca_validity: 168h
 
+# Transparent capture ("closing the bypass" in the README): fencepost capture
+# installs nat rules that redirect the worker's outbound TCP to listen, so a
+# client ignoring HTTP_PROXY is fenced too. The sidecar reads listen and
+# other_tcp; fencepost capture reads the rest (and listen's port).
+capture:
+  listen: ""                   # e.g. 127.0.0.1:7483 ([::1]:7483 is added); empty: off
+  other_tcp: block_without_lease # neither TLS nor HTTP: allow, block_without_lease or block
+  ports: []                    # destination ports captured; empty: all TCP
+  exclude_ports: []            # destination ports never captured, e.g. [22]
+  exclude_cidrs: []            # never captured, e.g. [10.96.0.0/12]; cluster endpoints and loopback always
+  block_udp_ports: ["443"]     # UDP refused to captured uids: QUIC falls back to (captured) TCP; [] leaves UDP alone
+  sidecar_uid: 1337            # the sidecar's uid: its own connections are never captured
+  worker_uid: 0                # >0: capture only this uid (a local worker); 0: every uid but sidecar_uid
+  backend: auto                # iptables backend: auto, nft or legacy
+
 limits:
   max_request_body: 10MiB
   max_response_body: 64MiB
@@ -252,6 +273,13 @@ require_signature: false
 # Accept unsigned tokens although keys_from is set. Unsafe: an unsigned
 # epoch 2^64-1 locks a task's real owner out for good.
 allow_unsigned: false
+# The in-memory store keeps every task's floor and never forgets one: past
+# max_tasks a new task is refused (503 store-full), and one holder (a signed
+# token's worker id) may add at most max_tasks_per_holder of them, so one
+# worker cannot take the table. 0: the defaults (100000 and 20000). For
+# production, a SQL store (package fence/sqlstore) has no table cap.
+max_tasks: 0
+max_tasks_per_holder: 0
 # Serve GET /v1/log (every accepted write) for demos and tests.
 serve_log: false
 
@@ -263,6 +291,7 @@ tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  crl_file: ""                 # revocation list. Empty: none
 
 tracing:
   # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which

@@ -66,19 +66,28 @@ func Load(role Role, src Source) (Config, error) {
 		return nil, fmt.Errorf("%w %q (want one of %s)", ErrRole, role, roleList())
 	}
 	var p problems
+	if err := layers(role, cfg, src, &p); err != nil {
+		return nil, err
+	}
+	return finish(cfg, &p)
+}
+
+// layers applies the file, the environment and the flags of src to cfg.
+// The error is a file that cannot be read; other problems go to p.
+func layers(role Role, cfg Config, src Source, p *problems) error {
 	if path := src.path(); path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, &FieldError{Where: path, Msg: "cannot read config file: " + unwrapPathError(err), Kind: ErrSyntax}
+			return &FieldError{Where: path, Msg: "cannot read config file: " + unwrapPathError(err), Kind: ErrSyntax}
 		}
-		decodeFile(data, path, cfg, &p)
+		decodeFile(data, path, cfg, p)
 	}
-	applyOTelEnv(cfg, src.Env, &p)
-	applyEnv(role, cfg, src.Env, &p)
+	applyOTelEnv(cfg, src.Env, p)
+	applyEnv(role, cfg, src.Env, p)
 	if src.Flags != nil {
-		src.Flags.apply(role, cfg, &p)
+		src.Flags.apply(role, cfg, p)
 	}
-	return finish(cfg, &p)
+	return nil
 }
 
 // Parse loads role from YAML bytes alone (no environment, no flags) and

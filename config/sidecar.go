@@ -53,6 +53,8 @@ type Sidecar struct {
 	RefuseTargets []string `yaml:"refuse_targets" doc:"host:port targets never proxied to, beyond the cluster API and the sidecar's ports (list the members' raft addresses)"`
 	// Intercept configures TLS interception with the sidecar's own CA.
 	Intercept Intercept `yaml:"intercept"`
+	// Capture configures transparent capture (capture.go).
+	Capture Capture `yaml:"capture"`
 	// Limits bounds request and response sizes.
 	Limits Limits `yaml:"limits"`
 	// Timeouts bounds upstream calls.
@@ -206,6 +208,7 @@ func DefaultSidecar() *Sidecar {
 			UpstreamIdle: Duration(proxy.DefaultUpstreamIdleTimeout),
 		},
 		Intercept:    Intercept{CAValidity: Duration(mitm.DefaultValidity)},
+		Capture:      defaultCapture(),
 		DrainTimeout: Duration(proxy.DefaultDrainTimeout),
 		Tracing:      defaultTracing(),
 		Log:          defaultLog(),
@@ -297,6 +300,7 @@ func (s *Sidecar) Validate() error {
 	checkPositive(&p, "timeouts.idle", s.Timeouts.Idle)
 	checkPositive(&p, "timeouts.upstream_idle", s.Timeouts.UpstreamIdle)
 	s.Intercept.validate(&p)
+	s.Capture.validate(&p, false)
 	if s.DrainTimeout < 0 {
 		p.invalid("drain_timeout", "must be >= 0 (got %s)", s.DrainTimeout)
 	}
@@ -392,6 +396,9 @@ func (s *Sidecar) CheckRuntime() error {
 	var p problems
 	checkPortFree(&p, "proxy_addr", s.ProxyAddr)
 	checkPortFree(&p, "control_addr", s.ControlAddr)
+	if s.Capture.Listen != "" {
+		checkPortFree(&p, "capture.listen", s.Capture.Listen)
+	}
 	s.ClusterTLS.checkRuntime(&p, "cluster_tls")
 	if s.MetricsAddr != "" {
 		checkPortFree(&p, "metrics_addr", s.MetricsAddr)

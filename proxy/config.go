@@ -114,6 +114,8 @@ type Config struct {
 	SignatureHosts []string
 	// Intercept configures TLS interception of CONNECT tunnels.
 	Intercept Intercept
+	// Capture configures the transparent listener (captureconfig.go).
+	Capture Capture
 	// WritePresets names built-in rule sets (see Presets) that classify
 	// model inference endpoints as reads; they apply after WriteRules.
 	WritePresets []string
@@ -237,6 +239,9 @@ func (c Config) WithDefaults() Config {
 		c.Intercept.BundleFile = filepath.Join(os.TempDir(), fmt.Sprintf("fencepost-ca-bundle-%d.pem", os.Getpid()))
 	}
 	setDur(&c.DrainTimeout, DefaultDrainTimeout)
+	if c.Capture.OtherTCP == "" {
+		c.Capture.OtherTCP = DefaultOtherTCP
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -335,6 +340,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.Intercept.validate(); err != nil {
+		return err
+	}
+	if err := c.Capture.validate(); err != nil {
 		return err
 	}
 	for i, p := range c.WritePresets {

@@ -45,6 +45,6 @@ func (c Config) tunnelSettings(ca *mitm.CA, newServer func() *fasthttp.Server) t
 	}
 	return tunnel.Settings{
 		Allow: allow, CA: ca, DialTimeout: c.DialTimeout, HandshakeTimeout: c.Intercept.HandshakeTimeout,
-		NewServer: newServer, Logger: c.Logger, Registerer: c.Registerer,
+		NewServer: newServer, OtherTCP: c.Capture.OtherTCP, Logger: c.Logger, Registerer: c.Registerer,
 	}
 }

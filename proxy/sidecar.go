@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,9 +46,12 @@ type Sidecar struct {
 	proxyLn  net.Listener
 	ctlLn    net.Listener
 	metricLn net.Listener
-	cancel   context.CancelFunc
-	loops    sync.WaitGroup // the keeper's loops
-	serving  sync.WaitGroup // Serve goroutines and tunnels
+	// captureLns are the transparent listeners (IPv4, then IPv6 when the
+	// host has it); nil when capture.listen is off.
+	captureLns []net.Listener
+	cancel     context.CancelFunc
+	loops      sync.WaitGroup // the keeper's loops
+	serving    sync.WaitGroup // Serve goroutines and tunnels
 }
 
 // lifecycle is where a Sidecar is between New and Shutdown.
@@ -165,7 +169,15 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		// Read-only operational routes: nothing there can change a lease.
 		s.servers = append(s.servers, s.newServer("fencepost-sidecar-metrics", s.control.Handler(PathMetrics, PathHealth, PathReady), 0))
 	}
-	s.pipe.SetOwnPorts(lns)
+	if s.cfg.Capture.Listen != "" {
+		if s.captureLns, err = listenCapture(ctx, &lc, s.cfg.Capture.Listen); err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return err
+		}
+	}
+	s.pipe.SetOwnPorts(append(slices.Clone(lns), s.captureLns...))
 	s.life = lifeStarted
 	lns[0] = conns.LingerListener{Listener: lns[0]} // a refused request's reply is read before the close
 	s.served = lns
@@ -176,6 +188,15 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			defer s.serving.Done()
 			if err := srv.Serve(ln); err != nil {
 				s.log.Error("serve", zap.Error(err))
+			}
+		}()
+	}
+	for _, ln := range s.captureLns {
+		s.serving.Add(1)
+		go func() {
+			defer s.serving.Done()
+			if err := s.tunnels.ServeCapture(ln); err != nil {
+				s.log.Error("serve capture", zap.Error(err))
 			}
 		}()
 	}
@@ -335,6 +356,9 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		_ = s.served[i].Close()
 	}
 	stop("proxy", 0)
+	for _, ln := range s.captureLns {
+		_ = ln.Close() // from now on captured connections are refused (RST)
+	}
 	s.tunnels.Close()
 
 	// The drain may have used up ctx; giving the leases back and closing

@@ -2,8 +2,9 @@
 # The whole test suite: the README's second set-up command, and exactly what
 # CI runs (.ci/run calls this script). As root it installs the system
 # packages the tests need (PostgreSQL for the SQL fence store, iproute2 and
-# iptables for the fault tests, chromium for the console's browser tests);
-# without root those tests skip and say why.
+# iptables for the fault and capture tests, curl and Python for the capture
+# test's workers, chromium for the console's browser tests); without root
+# those tests skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -15,6 +16,9 @@ if [ "$(id -u)" = 0 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  # The capture test's workers that ignore HTTP_PROXY (test/capture).
+  command -v curl >/dev/null 2>&1 || need+=(curl)
+  command -v python3 >/dev/null 2>&1 || need+=(python3 python3-requests)
   command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
   if [ ${#need[@]} -gt 0 ]; then
     step "installing ${need[*]}"

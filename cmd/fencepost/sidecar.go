@@ -31,6 +31,10 @@ With --task the sidecar runs in one-task mode: it creates or acquires that
 task at start, /readyz waits for the lease, and on SIGTERM it drains, then
 gives the lease back so another worker can take over at once.
 
+With --capture-listen 127.0.0.1:7483 it also serves the transparent listener
+that fencepost capture's nat rules redirect the worker's outbound TCP to, so
+a client that ignores HTTP_PROXY is fenced too (README "Closing the bypass").
+
 Against a TLS cluster pass its CA and this sidecar's certificate
 (cluster_tls.*); a sidecar speaking plain HTTP to a TLS cluster, or TLS to
 a plain one, exits 2 at start saying which flags to pass or drop.
@@ -97,6 +101,12 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		return nil, err
 	}
 	if src != nil {
+		// The cluster refuses a session under a worker id the certificate
+		// does not name; say so at start, naming the key.
+		if ids := pki.WorkerIDs(src.Current().Leaf); !pki.MayUseWorker(ids, cfg.WorkerID) {
+			return nil, fmt.Errorf("%w: worker_id %q: the cluster_tls certificate may open sessions only as %q (set worker_id to one, or issue the certificate with --worker-ids)",
+				config.ErrInvalid, cfg.WorkerID, ids)
+		}
 		timeout := pc.ClusterTimeout
 		if timeout == 0 {
 			timeout = proxy.DefaultClusterTimeout
@@ -181,6 +191,7 @@ func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registr
 		IdleTimeout:       cfg.Timeouts.Idle.Std(),
 		DrainTimeout:      cfg.DrainTimeout.Std(),
 		WritePresets:      cfg.Writes.Presets,
+		Capture:           proxy.Capture{Listen: cfg.Capture.Listen, OtherTCP: proxy.OtherTCP(cfg.Capture.OtherTCP)},
 		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
 			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
 		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),

@@ -242,9 +242,19 @@ type TaskList struct {
 	Next  string        `json:"next,omitempty"`
 }
 
-// LeaseList is the reply to GET /v1/leases.
+// LeaseList is the reply to GET /v1/leases, ordered by task id, a page
+// at a time like TaskList: Next, when set, is the After of the next page.
 type LeaseList struct {
 	Leases []lease.Lease `json:"leases"`
+	Next   string        `json:"next,omitempty"`
+}
+
+// LeasePage selects one page of GET /v1/leases (?after=&limit=): the live
+// leases of tasks ordered after After, at most Limit (0: the most a page
+// holds).
+type LeasePage struct {
+	After string
+	Limit int
 }
 
 // PublicKey is one signing key the cluster has used.

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package proxy
+package request
 
 import "net"
 

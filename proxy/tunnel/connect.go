@@ -46,34 +46,21 @@ func (tn *Tunnels) connect(ctx *fasthttp.RequestCtx) {
 		tn.req.Refuse(ctx, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad task selection", Detail: serr.Error()})
 		return
 	}
-	l, why := tn.leases.Check(task)
-	if why != "" {
-		tn.req.Refuse(ctx, tn.req.Blocked(why, l, task, true))
+	t, untrack, blocked, err := tn.openBlind(task, hp, conns.DialTarget(hp))
+	if blocked != nil {
+		tn.req.Refuse(ctx, blocked)
 		return
 	}
-	up, err := net.DialTimeout("tcp", conns.DialTarget(hp), tn.cfg.DialTimeout)
 	if err != nil {
 		tn.req.Count(request.DecisionForwarded)
 		reply.Problem(ctx, fasthttp.StatusBadGateway, reply.CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
 		return
 	}
-	t := &tunnel{up: up}
-	if !l.Ticket.Track(t, true) {
-		_ = up.Close()
-		tn.req.Refuse(ctx, tn.req.Blocked(leases.ReasonExpired, l, task, true))
-		return
-	}
-	tn.req.Count(request.DecisionForwarded)
-	tn.tunnels.WithLabelValues(tunnelBlind).Inc()
-	if ce := tn.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
-		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
-	}
-	tk := l.Ticket
 	tn.running.Add(1)
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		defer tn.running.Done()
-		defer tk.Untrack(t)
+		defer untrack()
 		defer t.Close()
 		if !t.attach(c) {
 			return
@@ -84,6 +71,34 @@ func (tn *Tunnels) connect(ctx *fasthttp.RequestCtx) {
 		}
 		t.pipe(c)
 	})
+}
+
+// openBlind opens a blind tunnel to hp (dialled at dial) for task: only
+// while the task's lease is current (blocked otherwise), registered with
+// the lease's ticket so the lease's end cuts it; untrack unregisters it.
+// A CONNECT to an allow-listed target and a captured connection the
+// sidecar cannot read (capture.other_tcp) share it.
+func (tn *Tunnels) openBlind(task, hp, dial string) (t *tunnel, untrack func(), blocked *reply.Reply, err error) {
+	l, why := tn.leases.Check(task)
+	if why != "" {
+		return nil, nil, tn.req.Blocked(why, l, task, true), nil
+	}
+	up, err := net.DialTimeout("tcp", dial, tn.cfg.DialTimeout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t = &tunnel{up: up}
+	if !l.Ticket.Track(t, true) {
+		_ = up.Close()
+		return nil, nil, tn.req.Blocked(leases.ReasonExpired, l, task, true), nil
+	}
+	tn.req.Count(request.DecisionForwarded)
+	tn.tunnels.WithLabelValues(tunnelBlind).Inc()
+	if ce := tn.log.Check(zap.InfoLevel, "tunnel open"); ce != nil {
+		ce.Write(zap.String("target", hp), zap.Uint64("epoch", l.Epoch))
+	}
+	tk := l.Ticket
+	return t, func() { tk.Untrack(t) }, nil, nil
 }
 
 // tunnel is one CONNECT tunnel; Close closes both sides once.

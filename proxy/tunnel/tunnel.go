@@ -40,6 +40,16 @@ type tunnelInfo struct {
 	port string
 	tls  bool   // intercepted TLS: upstream is verified TLS too
 	task string // the task the CONNECT's proxy user name selected, or ""
+	// captured: a connection of the transparent listener (capture.go),
+	// not a CONNECT. Plain HTTP on it names its host in each request's
+	// Host header (port defaulting to the original destination's).
+	captured bool
+	// lastHost and lastAuth cache the last captured request's Host header
+	// and the authority made of it: a keep-alive connection names the same
+	// host request after request. The inner server serves one connection's
+	// requests one at a time, so no lock is needed.
+	lastHost []byte
+	lastAuth string
 }
 
 // tunnelConn is a fenced tunnel's worker side, as the inner server serves it.
@@ -113,7 +123,15 @@ func (tn *Tunnels) serveFencedTunnel(c net.Conn, info *tunnelInfo) {
 	deadline := time.Now().Add(tn.cfg.HandshakeTimeout)
 	_ = c.SetDeadline(deadline)
 	br := bufio.NewReaderSize(c, sniffSize)
-	kind := sniff(br)
+	tn.serveSniffed(c, br, sniff(br), info)
+}
+
+// serveSniffed serves c, whose first bytes were read through br and
+// judged kind, as a fenced connection: TLS to an intercepted host is
+// completed with the sidecar's CA, HTTP/1.x is read as is, and the
+// requests go to the inner server; anything else is closed. A fenced
+// tunnel and a captured connection (capture.go) both end here.
+func (tn *Tunnels) serveSniffed(c net.Conn, br *bufio.Reader, kind tunnelKind, info *tunnelInfo) {
 	var inner net.Conn = &peekedConn{Conn: c, r: br}
 	if kind == kindTLS {
 		if tn.ca == nil || !tn.ca.Intercepts(strings.Trim(info.host, "[]")) {
@@ -163,7 +181,7 @@ func (tn *Tunnels) handleTunneled(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 		return
 	}
-	tn.req.Serve(ctx, tunnelOf(ctx).entry())
+	tn.req.Serve(ctx, tunnelOf(ctx).entryOf(ctx))
 }
 
 // expectTunneled is expectProxy for a request inside a tunnel.
@@ -172,7 +190,7 @@ func (tn *Tunnels) expectTunneled(ctx *fasthttp.RequestCtx) int {
 		tn.req.Refuse(ctx, e)
 		return e.Status
 	}
-	return tn.req.Expect(ctx, tunnelOf(ctx).entry())
+	return tn.req.Expect(ctx, tunnelOf(ctx).entryOf(ctx))
 }
 
 // tunnelOf returns the fenced tunnel a request arrived in, or nil.
@@ -202,6 +220,9 @@ func (tn *Tunnels) enterTunnel(ctx *fasthttp.RequestCtx) *reply.Reply {
 	}
 	if ctx.IsConnect() {
 		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "CONNECT inside a tunnel", Detail: "a tunnel carries requests to its CONNECT target only"}
+	}
+	if ti.captured && !ti.tls {
+		return ti.enterCaptured(ctx)
 	}
 	uri := ctx.Request.Header.RequestURI()
 	if len(uri) == 0 || uri[0] != '/' {

@@ -29,7 +29,10 @@ type Settings struct {
 	HandshakeTimeout time.Duration // a fenced tunnel's first bytes and TLS handshake
 	// NewServer returns the server that serves the inside of fenced
 	// tunnels, with the proxy port's limits; its handlers are set here.
-	NewServer  func() *fasthttp.Server
+	NewServer func() *fasthttp.Server
+	// OtherTCP is the policy for captured connections that are neither TLS
+	// nor HTTP/1.x (capture.other_tcp).
+	OtherTCP   OtherTCP
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
 }
@@ -61,7 +64,8 @@ type Leases interface {
 	Check(taskID string) (leases.Ref, leases.Reason)
 }
 
-// The kinds of CONNECT tunnel fencepost_sidecar_tunnels_total counts.
+// The kinds of CONNECT tunnel (and captured connection)
+// fencepost_sidecar_tunnels_total counts.
 const (
 	tunnelIntercepted = "intercepted"
 	tunnelHTTP        = "http"
@@ -91,7 +95,7 @@ func New(s Settings, req Requests, l Leases) (*Tunnels, error) {
 	tn := &Tunnels{cfg: s, req: req, leases: l, ca: s.CA, allow: make(map[string]bool), log: s.Logger.Named("sidecar"),
 		tunnels: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencepost_sidecar_tunnels_total",
-			Help: "CONNECT tunnels opened, by what they carry: intercepted (TLS the sidecar completed), http (plain HTTP), blind (connect.allow, unfenced), closed (nothing it can fence: TLS to a host not intercepted, HTTP/2, garbage, silence).",
+			Help: "CONNECT tunnels and captured connections opened, by what they carry: intercepted (TLS the sidecar completed), http (plain HTTP), blind (connect.allow or capture.other_tcp, unfenced), closed (nothing it can fence: TLS to a host not intercepted, HTTP/2, garbage, silence, a connection to the capture listener that was not redirected).",
 		}, []string{"kind"}),
 	}
 	for _, k := range []string{tunnelIntercepted, tunnelHTTP, tunnelBlind, tunnelClosed} {

@@ -133,6 +133,7 @@ func TestComposeReferences(t *testing.T) {
 // pointing HTTP_PROXY at it.
 func TestComposeFencepostServices(t *testing.T) {
 	c := loadCompose(t)
+	checkComposeCapture(t, c)
 	servers := map[string]*config.Server{}
 	sidecars := map[string]*config.Sidecar{}
 	var fenced []*config.Fenced
@@ -194,8 +195,8 @@ func TestComposeFencepostServices(t *testing.T) {
 		}
 		workers := 0
 		for wname, w := range c.Services {
-			if w.NetworkMode != "service:"+name {
-				continue
+			if w.NetworkMode != "service:"+name || isSetupStep(w.Command) {
+				continue // the capture step shares the namespace but is no worker
 			}
 			workers++
 			for _, v := range []string{"HTTP_PROXY", "http_proxy"} {
@@ -312,4 +313,24 @@ func TestComposeMonitoring(t *testing.T) {
 	}
 	require.True(t, found, "grafana: deploy/grafana/fencepost.json is not mounted")
 	require.Equal(t, "./grafana/provisioning", gm["/etc/grafana/provisioning"], "grafana: provisioning directory")
+}
+
+// checkComposeCapture: the capture step (a one-shot setup step) runs in the
+// sidecar's network namespace, before the worker, with the sidecar's
+// capture port and the uid the sidecar's image runs as, and its
+// configuration loads as fencepost capture would load it.
+func checkComposeCapture(t *testing.T, c composeFile) {
+	t.Helper()
+	s, ok := c.Services["capture"]
+	require.True(t, ok, "compose.yaml: no capture service (README \"Closing the bypass\")")
+	require.Equal(t, []string{"capture"}, s.Command[:1])
+	require.Equal(t, "service:sidecar", s.NetworkMode, "compose.yaml service capture: in the sidecar's network namespace")
+	var env []string
+	for k, v := range s.Environment {
+		env = append(env, k+"="+v)
+	}
+	cfg, err := config.LoadCapture(config.Source{Env: env}, true)
+	require.NoError(t, err, "compose.yaml service capture: its configuration")
+	require.Equal(t, 65532, cfg.Capture.SidecarUID, "compose.yaml service capture: the sidecar image's uid is excluded")
+	require.Equal(t, c.Services["sidecar"].Environment["FENCEPOST_CAPTURE_LISTEN"], cfg.Capture.Listen, "compose.yaml: capture and sidecar agree on capture.listen")
 }

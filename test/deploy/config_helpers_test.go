@@ -19,6 +19,8 @@ var fencepostRoles = map[string]config.Role{
 	"sidecar": config.RoleSidecar,
 	"fenced":  config.RoleFenced,
 	"dev":     config.RoleDev,
+	// fencepost capture reads the sidecar's file, environment and flags.
+	"capture": config.RoleSidecar,
 }
 
 // envKnown reports whether name is an environment variable of role: a key's

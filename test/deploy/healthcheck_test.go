@@ -103,7 +103,8 @@ func TestComposeHealthchecks(t *testing.T) {
 }
 
 // isSetupStep reports a one-shot compose service running a set-up command
-// of the image (`fencepost tls init`), which has no role and no health.
+// of the image (`fencepost tls init`, `fencepost capture`), which has no
+// role and no health.
 func isSetupStep(command []string) bool {
-	return len(command) > 0 && command[0] == "tls"
+	return len(command) > 0 && (command[0] == "tls" || command[0] == "capture")
 }

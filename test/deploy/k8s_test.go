@@ -118,6 +118,19 @@ func TestK8sContainersHardened(t *testing.T) {
 			require.True(t, sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation, "%s: allowPrivilegeEscalation: false", where)
 			require.True(t, sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem, "%s: readOnlyRootFilesystem: true", where)
 			require.Contains(t, sc.Capabilities.Drop, "ALL", "%s: capabilities.drop: [ALL]", where)
+			if isCaptureStep(c) {
+				// iptables needs root in the container and these two
+				// capabilities (Kubernetes gives a non-root container no
+				// effective capabilities); it adds nothing else, and it runs
+				// to completion before the sidecar and the worker start.
+				require.ElementsMatch(t, []string{"NET_ADMIN", "NET_RAW"}, sc.Capabilities.Add, "%s: capabilities.add", where)
+				require.True(t, slices.ContainsFunc(spec.InitContainers, func(ic container) bool { return ic.Name == c.Name }) && c.RestartPolicy == "",
+					"%s: the capture step is a plain init container (it exits before the others start)", where)
+				require.Equal(t, spec.InitContainers[0].Name, c.Name, "%s: the capture step is the first init container", where)
+				require.Empty(t, c.Command, "%s: use the image's ENTRYPOINT; put the subcommand in args", where)
+				continue
+			}
+			require.Empty(t, sc.Capabilities.Add, "%s: no capabilities added", where)
 			// A numeric uid lets the kubelet verify runAsNonRoot whatever
 			// the image's USER says.
 			uid := sc.RunAsUser
@@ -315,6 +328,10 @@ func TestK8sFencepostContainers(t *testing.T) {
 				l := checkLaunch(t, launch{where: where, args: args, env: env, files: mountedFiles(t, objs, pod, c, where)})
 				switch cfg := l.cfg.(type) {
 				case *config.Sidecar:
+					if isCaptureStep(c) {
+						checkK8sCapture(t, where, pod, cfg)
+						continue
+					}
 					checkK8sSidecar(t, where, servers, pod, c, cfg)
 				case *config.Fenced:
 					checkK8sFenced(t, where, objs, c, cfg)
@@ -323,6 +340,26 @@ func TestK8sFencepostContainers(t *testing.T) {
 		}
 	}
 	require.NotZero(t, count, "no container in deploy/k8s runs the fencepost image")
+}
+
+// checkK8sCapture: the capture step reads the sidecar's own file, so the
+// rules redirect to the sidecar's capture listener and exclude the uid the
+// sidecar really runs as.
+func checkK8sCapture(t *testing.T, where string, pod podSpec, cfg *config.Sidecar) {
+	t.Helper()
+	require.NotEmpty(t, cfg.Capture.Listen, "%s: capture.listen must be set (the port the rules redirect to)", where)
+	for _, c := range pod.InitContainers {
+		if c.RestartPolicy == "Always" && isFencepostImage(c.Image) && len(c.Args) > 0 && c.Args[0] == "sidecar" {
+			uid := c.SecurityContext.RunAsUser
+			if uid == nil {
+				uid = pod.SecurityContext.RunAsUser
+			}
+			require.NotNil(t, uid, "%s: the sidecar's runAsUser", where)
+			require.Equal(t, *uid, cfg.Capture.SidecarUID, "%s: capture.sidecar_uid must be the uid the sidecar runs as, or its own connections loop back", where)
+			return
+		}
+	}
+	t.Fatalf("%s: a capture step without a sidecar in the pod", where)
 }
 
 func checkK8sSidecar(t *testing.T, where string, servers serverSet, pod podSpec, c container, cfg *config.Sidecar) {

@@ -109,6 +109,7 @@ type container struct {
 		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
 		Capabilities             struct {
 			Drop []string `yaml:"drop"`
+			Add  []string `yaml:"add"`
 		} `yaml:"capabilities"`
 	} `yaml:"securityContext"`
 	VolumeMounts []struct {
@@ -221,6 +222,13 @@ func selects(selector, labels map[string]string) bool {
 }
 
 // isFencepostImage reports whether a container runs the fencepost image.
+// isCaptureStep reports whether c is the capture init step (fencepost
+// capture, README "Closing the bypass"): the one container that changes
+// the pod's nat table, so it runs as root with NET_ADMIN and NET_RAW.
+func isCaptureStep(c container) bool {
+	return isFencepostImage(c.Image) && len(c.Args) > 0 && c.Args[0] == "capture"
+}
+
 func isFencepostImage(image string) bool {
 	name, _, _ := strings.Cut(image, "@")
 	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {

@@ -1,0 +1,8 @@
+// Package capture holds the end-to-end test of transparent capture with
+// the real binary and real clients: in a network namespace the test
+// creates, fencepost capture installs its rules, the sidecar runs under
+// its own uid (so its own upstream dials and heartbeats are excluded by
+// the uid rule, as in a pod), and workers that ignore every proxy setting
+// — Go with Proxy: nil, curl --noproxy '*', Python with trust_env=False,
+// a raw TCP client — are fenced all the same.
+package capture
