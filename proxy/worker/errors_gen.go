@@ -47,6 +47,8 @@ var (
 	ErrNotOwner = &Kind{Code: "not_owner", Status: 403, Retryable: false, LeaseLost: false, Doc: "session belongs to another identity"}
 	// ErrQuotaExceeded: quota exceeded (model, HTTP 429).
 	ErrQuotaExceeded = &Kind{Code: "quota_exceeded", Status: 429, Retryable: true, LeaseLost: false, Doc: "quota exceeded"}
+	// ErrCheckpointSeqJump: checkpoint seq jumps too far (model, HTTP 409).
+	ErrCheckpointSeqJump = &Kind{Code: "checkpoint_seq_jump", Status: 409, Retryable: false, LeaseLost: false, Doc: "checkpoint seq jumps too far"}
 	// ErrBadRequest: bad request (sidecar).
 	ErrBadRequest = &Kind{Code: "bad-request", Status: 0, Retryable: false, LeaseLost: false, Doc: "bad request"}
 	// ErrClusterError: cluster error (sidecar).
@@ -126,6 +128,7 @@ var kinds = map[string]*Kind{
 	"request_id_reused":       ErrRequestIdReused,
 	"not_owner":               ErrNotOwner,
 	"quota_exceeded":          ErrQuotaExceeded,
+	"checkpoint_seq_jump":     ErrCheckpointSeqJump,
 	"bad-request":             ErrBadRequest,
 	"cluster-error":           ErrClusterError,
 	"connect-fenced":          ErrConnectFenced,

@@ -213,6 +213,16 @@ export class QuotaExceededError extends ControlError {
   }
 }
 
+/** checkpoint seq jumps too far (model). */
+export class CheckpointSeqJumpError extends ControlError {
+  static readonly code = "checkpoint_seq_jump";
+  static readonly retryable = false;
+  constructor(p: ProblemBody) {
+    super(p, false);
+    this.name = "CheckpointSeqJumpError";
+  }
+}
+
 /** bad request (sidecar). */
 export class BadRequestError extends ControlError {
   static readonly code = "bad-request";
@@ -506,6 +516,7 @@ export const kinds: Record<string, new (p: ProblemBody) => ControlError> = {
   "request_id_reused": RequestIdReusedError,
   "not_owner": NotOwnerError,
   "quota_exceeded": QuotaExceededError,
+  "checkpoint_seq_jump": CheckpointSeqJumpError,
   "bad-request": BadRequestError,
   "cluster-error": ClusterErrorError,
   "connect-fenced": ConnectFencedError,

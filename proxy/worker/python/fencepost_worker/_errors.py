@@ -172,6 +172,14 @@ class QuotaExceeded(ControlError):
     retryable = True
 
 
+class CheckpointSeqJump(ControlError):
+    "checkpoint seq jumps too far (model)."
+
+    code = "checkpoint_seq_jump"
+    status = 409
+    retryable = False
+
+
 class BadRequest(ControlError):
     "bad request (sidecar)."
 
@@ -410,6 +418,7 @@ KINDS = {
     "request_id_reused": RequestIdReused,
     "not_owner": NotOwner,
     "quota_exceeded": QuotaExceeded,
+    "checkpoint_seq_jump": CheckpointSeqJump,
     "bad-request": BadRequest,
     "cluster-error": ClusterError,
     "connect-fenced": ConnectFenced,
@@ -461,6 +470,7 @@ __all__ = [
     "RequestIdReused",
     "NotOwner",
     "QuotaExceeded",
+    "CheckpointSeqJump",
     "BadRequest",
     "ClusterError",
     "ConnectFenced",
