@@ -18,10 +18,15 @@ type CertFiles struct {
 	CertFile string `yaml:"cert_file" doc:"this identity's certificate (PEM), from 'fencepost tls cert create'"`
 	// KeyFile is this identity's private key (PEM, mode 0600).
 	KeyFile string `yaml:"key_file" doc:"this identity's private key (PEM, 0600)"`
+	// CRLFile is the cluster's revocation list (PEM), optional: a peer
+	// whose certificate it lists is refused on every port.
+	CRLFile string `yaml:"crl_file" doc:"revocation list (PEM) from 'fencepost tls crl create'; listed certificates are refused; re-read when it changes"`
 }
 
 // Enabled reports whether any file is set (TLS is on).
-func (c CertFiles) Enabled() bool { return c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" }
+func (c CertFiles) Enabled() bool {
+	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.CRLFile != ""
+}
 
 // validate checks that the three files are set together.
 func (c CertFiles) validate(p *problems, prefix string) {
@@ -40,6 +45,9 @@ func (c CertFiles) checkRuntime(p *problems, prefix string) {
 	checkReadable(p, prefix+".ca_file", c.CAFile)
 	checkReadable(p, prefix+".cert_file", c.CertFile)
 	checkReadable(p, prefix+".key_file", c.KeyFile)
+	if c.CRLFile != "" {
+		checkReadable(p, prefix+".crl_file", c.CRLFile)
+	}
 }
 
 // Source loads the files; nil (and no error) when TLS is off.
@@ -47,7 +55,7 @@ func (c CertFiles) Source(prefix string) (*pki.Source, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	src, err := pki.NewSource(pki.Files{CA: c.CAFile, Cert: c.CertFile, Key: c.KeyFile})
+	src, err := pki.NewSource(pki.Files{CA: c.CAFile, Cert: c.CertFile, Key: c.KeyFile, CRL: c.CRLFile})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, prefix, err)
 	}

@@ -65,6 +65,7 @@ raft:
   snapshot_interval: 30s
   snapshot_threshold: 8192     # new log entries that trigger a snapshot
   trailing_logs: 10240         # entries kept after a snapshot for slow followers
+  mixed_versions: false        # true only during a rolling upgrade from the previous release (deploy/RELEASES.md)
 
 leases:
   default_profile: short       # used when a task is created without a profile
@@ -85,8 +86,9 @@ leases:
   # quota_exceeded. 0 is unlimited.
   quota:
     sessions: 64
-    tasks: 100000               # tasks it created and nobody deleted yet
-    bytes: 1GiB                 # payload bytes of those tasks
+    tasks: 10000                # tasks it created and nobody deleted yet
+    bytes: 32MiB                # payload bytes of those tasks
+    cluster_bytes: 128MiB       # payload bytes of all identities together
     requests_per_second: 1000   # API calls; past them 429 rate_limited. A sidecar
     request_burst: 2000         # certificate shared by a fleet needs more
 
@@ -104,6 +106,9 @@ tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  # Revocation list ('fencepost tls crl create'): certificates it lists are
+  # refused on raft and the API. Re-read when it changes. Empty: none.
+  crl_file: ""
 
 tracing:
   # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which
@@ -133,6 +138,7 @@ cluster_tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  crl_file: ""                 # revoked members are refused. Empty: none
 # Worker id recorded in leases. Empty: derived from the host name.
 worker_id: ""
 # The worker's HTTP_PROXY. Loopback only.
@@ -292,6 +298,13 @@ require_signature: false
 # Accept unsigned tokens although keys_from is set. Unsafe: an unsigned
 # epoch 2^64-1 locks a task's real owner out for good.
 allow_unsigned: false
+# The in-memory store keeps every task's floor and never forgets one: past
+# max_tasks a new task is refused (503 store-full), and one holder (a signed
+# token's worker id) may add at most max_tasks_per_holder of them, so one
+# worker cannot take the table. 0: the defaults (100000 and 20000). For
+# production, a SQL store (package fence/sqlstore) has no table cap.
+max_tasks: 0
+max_tasks_per_holder: 0
 # Serve GET /v1/log (every accepted write) for demos and tests.
 serve_log: false
 
@@ -303,6 +316,7 @@ tls:
   ca_file: ""
   cert_file: ""
   key_file: ""
+  crl_file: ""                 # revocation list. Empty: none
 
 tracing:
   # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which

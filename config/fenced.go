@@ -25,6 +25,13 @@ type Fenced struct {
 	// ServeLog serves GET /v1/log (every accepted write: tasks, holders,
 	// body digests) for demos and tests; off, it is 404.
 	ServeLog bool `yaml:"serve_log" doc:"serve GET /v1/log, every accepted write (demos, tests)"`
+	// MaxTasks bounds the tasks whose floor (max_seen) the in-memory store
+	// keeps; a floor is never forgotten, so past it a new task is refused.
+	MaxTasks int `yaml:"max_tasks" doc:"tasks whose floor the in-memory store keeps (0: fence.DefaultMaxTasks, 100000)"`
+	// MaxTasksPerHolder bounds the tasks one holder (X-Fencing-Holder, a
+	// signed token's worker id) may add, so one worker cannot take the
+	// table.
+	MaxTasksPerHolder int `yaml:"max_tasks_per_holder" doc:"tasks one holder may add (0: fence.DefaultMaxTasksPerHolder, 20000)"`
 	// TLS serves HTTPS with a certificate from the cluster CA (`fencepost
 	// tls cert create --service --name fenced --dns <its name>`). Off, the
 	// service speaks plain HTTP, and says so at start when it listens
@@ -69,6 +76,12 @@ func (f *Fenced) Validate() error {
 	}
 	if f.AllowUnsigned && f.RequireSignature {
 		p.invalid("allow_unsigned", "contradicts require_signature: true")
+	}
+	if f.MaxTasks < 0 {
+		p.invalid("max_tasks", "must be >= 0 (0: the default)")
+	}
+	if f.MaxTasksPerHolder < 0 {
+		p.invalid("max_tasks_per_holder", "must be >= 0 (0: the default)")
 	}
 	f.TLS.validate(&p, "tls")
 	f.Tracing.validate(&p)

@@ -75,6 +75,10 @@ type Raft struct {
 	// TrailingLogs is how many entries stay in the log after a snapshot so
 	// slow followers can catch up without a full snapshot.
 	TrailingLogs uint64 `yaml:"trailing_logs" doc:"log entries kept after a snapshot"`
+	// MixedVersions says members of the previous release may still be in
+	// the cluster (a rolling upgrade): the leader then writes only what
+	// they apply alike (raftstore.Config.MixedVersions).
+	MixedVersions bool `yaml:"mixed_versions" doc:"a rolling upgrade from the previous release is under way: write nothing older members apply differently (no batched expiry, seq window or payload budget)"`
 }
 
 // Leases holds the lease profiles and limits the cluster enforces.
@@ -109,6 +113,9 @@ type Quota struct {
 	Tasks int `yaml:"tasks" doc:"undeleted tasks a sidecar identity created (0: unlimited)"`
 	// Bytes bounds the payload bytes of those tasks.
 	Bytes ByteSize `yaml:"bytes" doc:"payload bytes of those tasks (0: unlimited)"`
+	// ClusterBytes bounds the payload bytes all sidecar identities hold
+	// together: the budget Bytes is one identity's share of.
+	ClusterBytes ByteSize `yaml:"cluster_bytes" doc:"payload bytes all sidecar identities hold together, the member's budget (0: unlimited)"`
 	// RequestsPerSecond and RequestBurst bound its API requests (a token
 	// bucket per identity; 429 rate_limited past them). One sidecar
 	// certificate shared by a whole fleet needs them raised.
@@ -125,7 +132,7 @@ type Profile struct {
 	Heartbeat Duration `yaml:"heartbeat" doc:"heartbeat interval, at most ttl/3"`
 	// ProgressTimeout is how long a lease may show no progress (a
 	// checkpoint or a progress mark) before the cluster reclaims it with
-	// reason stalled; 0: no progress deadline (DESIGN.md 16).
+	// reason stalled; 0: no progress deadline (DESIGN.md 17).
 	ProgressTimeout Duration `yaml:"progress_timeout" doc:"reclaim a lease that shows no progress (checkpoint or progress mark) for this long, reason stalled (0: never; else >= ttl)"`
 }
 
@@ -166,8 +173,9 @@ func DefaultServer() *Server {
 			CheckpointMaxBytes: raftstore.DefaultCheckpointMaxBytes,
 			MaxTaskIDBytes:     raftstore.DefaultMaxTaskIDBytes,
 			Quota: Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
-				Bytes: raftstore.DefaultQuotaBytes, RequestsPerSecond: httpapi.DefaultRatePerIdentity,
-				RequestBurst: httpapi.DefaultRateBurst},
+				Bytes: raftstore.DefaultQuotaBytes, ClusterBytes: raftstore.DefaultPayloadBudget,
+				RequestsPerSecond: httpapi.DefaultRatePerIdentity,
+				RequestBurst:      httpapi.DefaultRateBurst},
 		},
 		Tracing: defaultTracing(),
 		Log:     defaultLog(),
@@ -307,7 +315,7 @@ func (l Leases) validate(p *problems, election Duration) {
 	if l.CheckpointMaxBytes <= 0 || l.CheckpointMaxBytes > maxCheckpoint {
 		p.invalid("leases.checkpoint_max_bytes", "must be between 1 and %s (got %s)", maxCheckpoint, l.CheckpointMaxBytes)
 	}
-	if l.Quota.Sessions < 0 || l.Quota.Tasks < 0 || l.Quota.Bytes < 0 {
+	if l.Quota.Sessions < 0 || l.Quota.Tasks < 0 || l.Quota.Bytes < 0 || l.Quota.ClusterBytes < 0 {
 		p.invalid("leases.quota", "sessions, tasks and bytes must be >= 0 (0: unlimited)")
 	}
 	if l.Quota.RequestsPerSecond < 0 || l.Quota.RequestBurst < 0 {

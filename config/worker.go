@@ -6,7 +6,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
-// Worker ties the worker's lifetime to its leases (DESIGN.md 16): how
+// Worker ties the worker's lifetime to its leases (DESIGN.md 17): how
 // `fencepost run` treats its child, and the health probe of a worker the
 // sidecar neither parents nor sees attached. Every default comes from
 // package proxy/workertie, which owns it.

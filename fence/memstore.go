@@ -13,7 +13,12 @@ import (
 
 // Defaults of MemStoreConfig.
 const (
-	DefaultMaxTasks              = 100_000
+	DefaultMaxTasks = 100_000
+	// DefaultMaxTasksPerHolder is a fifth of DefaultMaxTasks: one holder
+	// identity cannot take the table, at least five are needed (and the
+	// cluster's per-identity task quota, raftstore.DefaultQuotaTasks, is
+	// below it, so a sidecar stays within its share).
+	DefaultMaxTasksPerHolder     = DefaultMaxTasks / 5
 	DefaultMaxIdempotencyRecords = 100_000
 	DefaultIdempotencyTTL        = 24 * time.Hour
 )
@@ -29,6 +34,15 @@ type MemStoreConfig struct {
 	// forgetting it would let a lower epoch through; when the table is full
 	// a write for a new task fails with ErrStoreFull (503) instead.
 	MaxTasks int
+	// MaxTasksPerHolder bounds the tasks whose first accepted write came
+	// from one holder (Write.Holder, X-Fencing-Holder; "" is one holder
+	// too), default DefaultMaxTasksPerHolder and never above MaxTasks. A
+	// holder past it gets ErrHolderFull (which is an ErrStoreFull) naming
+	// the holder and the limit, while others still write. With signed
+	// tokens the holder is the worker id the cluster bound to the
+	// sidecar's certificate; without signatures it is whatever the caller
+	// sends, and the bound is only against mistakes.
+	MaxTasksPerHolder int
 	// MaxIdempotencyRecords bounds the completed idempotency records
 	// (default DefaultMaxIdempotencyRecords). When full, the least recently
 	// used completed record is evicted; a retry of an evicted key runs
@@ -46,7 +60,7 @@ type MemStoreConfig struct {
 // Validate checks the configuration; negative sizes are errors, zeros mean
 // the defaults.
 func (c MemStoreConfig) Validate() error {
-	if c.MaxTasks < 0 || c.MaxIdempotencyRecords < 0 || c.IdempotencyTTL < 0 {
+	if c.MaxTasks < 0 || c.MaxTasksPerHolder < 0 || c.MaxIdempotencyRecords < 0 || c.IdempotencyTTL < 0 {
 		return fmt.Errorf("%w: MemStoreConfig sizes and TTL must not be negative", ErrInvalidConfig)
 	}
 	return nil
@@ -56,6 +70,10 @@ func (c MemStoreConfig) withDefaults() MemStoreConfig {
 	if c.MaxTasks == 0 {
 		c.MaxTasks = DefaultMaxTasks
 	}
+	if c.MaxTasksPerHolder == 0 {
+		c.MaxTasksPerHolder = DefaultMaxTasksPerHolder
+	}
+	c.MaxTasksPerHolder = min(c.MaxTasksPerHolder, c.MaxTasks)
 	if c.MaxIdempotencyRecords == 0 {
 		c.MaxIdempotencyRecords = DefaultMaxIdempotencyRecords
 	}
@@ -77,6 +95,11 @@ type MemStore struct {
 	seed   maphash.Seed
 	ntasks atomic.Int64
 	shards [memShards]memShard
+
+	// holdersMu guards holders: tasks per holder (MaxTasksPerHolder).
+	// Taken inside a shard's mu, and only there.
+	holdersMu sync.Mutex
+	holders   map[string]int
 
 	// idemMu guards idem, lru and done; lock order: shard.mu, then idemMu.
 	idemMu sync.Mutex
@@ -116,7 +139,8 @@ func NewMemStore(cfg MemStoreConfig) (*MemStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &MemStore{cfg: cfg.withDefaults(), seed: maphash.MakeSeed(), idem: make(map[idemKey]*memRecord)}
+	s := &MemStore{cfg: cfg.withDefaults(), seed: maphash.MakeSeed(), idem: make(map[idemKey]*memRecord),
+		holders: make(map[string]int)}
 	for i := range s.shards {
 		s.shards[i].tasks = make(map[TaskKey]*memTask)
 	}
@@ -132,10 +156,17 @@ func (s *MemStore) shard(k TaskKey) *memShard {
 	return &s.shards[h.Sum64()%memShards]
 }
 
-// taskLocked returns the task entry, creating it within the MaxTasks bound.
-func (s *MemStore) taskLocked(sh *memShard, k TaskKey) (*memTask, error) {
+// taskLocked returns the task entry, creating it within the MaxTasks
+// bound and the holder's MaxTasksPerHolder share.
+func (s *MemStore) taskLocked(sh *memShard, k TaskKey, holder string) (*memTask, error) {
 	if t := sh.tasks[k]; t != nil {
 		return t, nil
+	}
+	s.holdersMu.Lock()
+	defer s.holdersMu.Unlock()
+	if n := s.holders[holder]; n >= s.cfg.MaxTasksPerHolder {
+		return nil, fmt.Errorf("%w: holder %q has %d tasks, its limit (MaxTasksPerHolder %d of the table's %d); max_seen is never evicted",
+			ErrHolderFull, holder, n, s.cfg.MaxTasksPerHolder, s.cfg.MaxTasks)
 	}
 	for {
 		n := s.ntasks.Load()
@@ -146,6 +177,7 @@ func (s *MemStore) taskLocked(sh *memShard, k TaskKey) (*memTask, error) {
 			break
 		}
 	}
+	s.holders[holder]++
 	t := &memTask{}
 	sh.tasks[k] = t
 	return t, nil
@@ -178,7 +210,7 @@ func (s *MemStore) Do(ctx context.Context, w Write, fn WriteFunc) (*Response, Ou
 	}
 	sh := s.shard(w.Key)
 	sh.mu.Lock()
-	t, err := s.taskLocked(sh, w.Key)
+	t, err := s.taskLocked(sh, w.Key, w.Holder)
 	if err != nil {
 		sh.mu.Unlock()
 		return nil, 0, err

@@ -48,6 +48,11 @@ var (
 	// ErrStoreFull: a bounded store cannot take a new task or record
 	// without forgetting state it must keep.
 	ErrStoreFull = errors.New("fence: store full")
+	// ErrHolderFull: one holder used up its share of a bounded store
+	// (MemStoreConfig.MaxTasksPerHolder). It wraps ErrStoreFull, so it is
+	// answered as store-full (503), with a detail naming the holder and
+	// its limit.
+	ErrHolderFull = fmt.Errorf("%w: the holder's share is used up", ErrStoreFull)
 	// ErrStore: the store failed (I/O, database); the write was not made.
 	ErrStore = errors.New("fence: store failure")
 	// ErrWriteFailed: the handler failed (error or 5xx); the write was not

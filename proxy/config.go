@@ -156,7 +156,7 @@ type Config struct {
 	// while still heartbeating. Default 30s.
 	DrainTimeout time.Duration
 
-	// Worker ties the worker's lifetime to its leases (DESIGN.md 16):
+	// Worker ties the worker's lifetime to its leases (DESIGN.md 17):
 	// `fencepost run`'s child supervision and the health probe; package
 	// workertie owns its defaults. No probe runs unless Worker.Health
 	// names a URL or a command.

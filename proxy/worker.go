@@ -12,7 +12,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
-// The worker's tie to its leases (DESIGN.md 16): the sidecar gives its
+// The worker's tie to its leases (DESIGN.md 17): the sidecar gives its
 // parts what package workertie needs of the keeper, runs the health probe
 // when Config.Worker.Health names one, and hands `fencepost run` the
 // supervisor's keeper and the worker's environment.

@@ -44,6 +44,9 @@ func (s *Store) stampCaller(ctx context.Context, cmd *lease.Command) {
 	switch {
 	case cmd.Op == lease.OpOpenSession, cmd.Op == lease.OpCreateTask, cmd.Op == lease.OpAcquire && cmd.Create:
 		q := s.cfg.Quota
+		if s.cfg.MixedVersions {
+			q.TotalBytes = 0 // see Config.MixedVersions
+		}
 		cmd.Quota = &q
 	}
 }

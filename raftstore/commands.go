@@ -126,7 +126,7 @@ func (c *Commands) Checkpoint(taskID string, req api.CheckpointRequest) (*lease.
 		return nil, err
 	}
 	return &lease.Command{Op: lease.OpCheckpoint, TaskID: taskID, SessionID: req.SessionID,
-		Epoch: req.Epoch, Seq: req.Seq, Step: req.Step, Data: req.Data}, nil
+		Epoch: req.Epoch, Seq: req.Seq, Step: req.Step, Data: req.Data, SeqWindow: c.seqWindow()}, nil
 }
 
 func (c *Commands) holderArgs(taskID, sessionID string, epoch uint64) error {
@@ -285,4 +285,13 @@ func OutcomeReply(res lease.Result) (lease.Effect, error) {
 		return lease.Effect{}, fmt.Errorf("raftstore: outcome result without an effect")
 	}
 	return *res.Effect, nil
+}
+
+// seqWindow is the checkpoint seq window stamped into a checkpoint: none
+// while members of the previous release may apply it (Config.MixedVersions).
+func (c *Commands) seqWindow() uint64 {
+	if c.cfg.MixedVersions {
+		return 0
+	}
+	return lease.MaxCheckpointSeqJump
 }

@@ -22,7 +22,7 @@ type Profile struct {
 	// ProgressTimeout, when positive, is how long a lease may show no
 	// progress (a checkpoint, or a progress mark a heartbeat carries)
 	// before the cluster suspects, expires and reclaims it with reason
-	// stalled (DESIGN.md 16). Zero: no progress deadline. At least
+	// stalled (DESIGN.md 17). Zero: no progress deadline. At least
 	// MinProgressTimeout.
 	ProgressTimeout time.Duration
 }
@@ -60,10 +60,21 @@ const (
 	// DefaultQuotaSessions, DefaultQuotaTasks and DefaultQuotaBytes are
 	// the per-identity quotas of Config.Quota: generous for one sidecar
 	// (a worker needs one session), small enough that one credential
-	// cannot fill the cluster's memory.
+	// cannot fill the cluster's memory. The task quota is half of a
+	// downstream MemStore's per-holder share (fence.DefaultMaxTasksPerHolder,
+	// 20,000), so a sidecar within its quota never fills its share of a
+	// fenced store; the byte quota is a quarter of the cluster-wide
+	// budget, DefaultPayloadBudget.
 	DefaultQuotaSessions = 64
-	DefaultQuotaTasks    = 100_000
-	DefaultQuotaBytes    = 1 << 30
+	DefaultQuotaTasks    = 10_000
+	DefaultQuotaBytes    = DefaultPayloadBudget / 4
+	// DefaultPayloadBudget bounds the payload bytes all limited identities
+	// hold together (Config.PayloadBudget): one identity's share is
+	// DefaultQuotaBytes, and however many identities there are, the sum
+	// stays what a member can hold. Each payload byte costs a member
+	// several in RSS (raft log and its cache, the model, a snapshot being
+	// written: the probe measured ~7x), so 128 MiB is about 1 GB of RSS.
+	DefaultPayloadBudget = 128 << 20
 	// DefaultMaxTaskIDBytes bounds task ids.
 	DefaultMaxTaskIDBytes = 256
 	// DefaultMaxPayloadBytes bounds payloads, results and journaled bodies.
@@ -163,8 +174,17 @@ type Config struct {
 	CheckpointMaxBytes int
 	MaxTaskIDBytes     int
 	MaxPayloadBytes    int
+	// MixedVersions says members of the previous release (927f237) may be
+	// in the cluster, during a rolling upgrade: the leader then writes
+	// nothing they would apply differently or cannot read: transitions one
+	// entry each (no entryBatch, which they cannot read), no checkpoint
+	// seq window and no payload budget in commands (they would ignore the
+	// fields and accept what this build refuses, and replicas would
+	// diverge). Turn it off once every member runs this release.
+	MixedVersions bool
 	// Quota bounds what one identity holds (sessions, tasks, payload
-	// bytes); it applies to callers the API marks Limited (sidecars).
+	// bytes) and what all of them hold together (TotalBytes, the payload
+	// budget); it applies to callers the API marks Limited (sidecars).
 	// The zero Quota takes the defaults; in a set Quota a field <= 0 is
 	// unlimited (set it negative to keep it unlimited).
 	Quota lease.Quota
@@ -248,7 +268,8 @@ func (c Config) WithDefaults() Config {
 		c.MaxTaskIDBytes = DefaultMaxTaskIDBytes
 	}
 	if c.Quota == (lease.Quota{}) {
-		c.Quota = lease.Quota{Sessions: DefaultQuotaSessions, Tasks: DefaultQuotaTasks, Bytes: DefaultQuotaBytes}
+		c.Quota = lease.Quota{Sessions: DefaultQuotaSessions, Tasks: DefaultQuotaTasks, Bytes: DefaultQuotaBytes,
+			TotalBytes: DefaultPayloadBudget}
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes

@@ -20,10 +20,11 @@ func (s *Store) tickInterval() time.Duration {
 }
 
 // runExpiry is the leader's expiry loop (etcd's revokeExpiredLeases shape):
-// each tick the lessor plans at most ProposalsPerTick proposals from the
-// committed state and its in-memory deadlines; they are proposed together
-// (raft pipelines them) and the tick waits for all of them, so the next
-// plan sees their effect and nothing is proposed twice.
+// each tick the lessor plans transitions from the committed state and its
+// in-memory deadlines; they are proposed in batch entries of up to
+// expiryBatchSize (expiry_batch.go), at most ProposalsPerTick entries per
+// tick, together (raft pipelines them), and the tick waits for all of
+// them, so the next plan sees their effect and nothing is proposed twice.
 func (s *Store) runExpiry(ctx context.Context) {
 	t := time.NewTicker(s.tickInterval())
 	defer t.Stop()
@@ -37,12 +38,21 @@ func (s *Store) runExpiry(ctx context.Context) {
 	}
 }
 
-// planExpiry runs the lessor's plan over the committed state. The lessor
-// reads the model's leases in place, so the plan runs under the FSM's
-// read lock: applies wait for one map walk, not for a copy of every lease.
+// planExpiry runs the lessor's plan over the committed state.
 func (s *Store) planExpiry(now time.Time) []lease.Command {
+	limit := s.cfg.ProposalsPerTick * expiryBatchSize
+	if s.cfg.MixedVersions {
+		limit = s.cfg.ProposalsPerTick // one entry each
+	}
+	return planFrom(s.fsm, s.lessor, now, limit)
+}
+
+// planFrom plans at most limit transitions. The lessor reads the model's
+// leases in place, so the plan runs under the FSM's read lock: applies
+// wait for one map walk, not for a copy of every lease.
+func planFrom(f *fsm, l *lessor, now time.Time, limit int) []lease.Command {
 	var cmds []lease.Command
-	s.fsm.read(func(m *lease.Model) {
+	f.read(func(m *lease.Model) {
 		in := expiryInput{Leases: m.LiveScan(), IntentsUntil: m.IntentsUntil, Sessions: m.SessionIDs(), Profile: m.TaskProfile}
 		for _, id := range m.WaitingDue(now) {
 			if t, ok := m.Task(id); ok && t.Lease != nil {
@@ -52,49 +62,71 @@ func (s *Store) planExpiry(now time.Time) []lease.Command {
 				in.Waiting[id] = t.Lease.Epoch
 			}
 		}
-		cmds = s.lessor.plan(in, s.cfg.ProposalsPerTick)
+		cmds = l.plan(in, limit)
 	})
 	return cmds
 }
 
-// expireOnce runs one tick; it returns the number of proposals made.
+// expireOnce runs one tick; it returns the number of raft entries
+// proposed (batches, not transitions).
 func (s *Store) expireOnce(ctx context.Context) int {
 	cmds := s.planExpiry(s.clock.Now())
 	if len(cmds) == 0 {
 		return 0
 	}
+	size := expiryBatchSize
+	if s.cfg.MixedVersions {
+		size = 1 // see Config.MixedVersions
+	}
+	runs := batches(cmds, size)
 	var wg sync.WaitGroup
-	for i := range cmds {
+	for _, run := range runs {
 		wg.Add(1)
-		go func(c *lease.Command) {
+		go func(run []lease.Command) {
 			defer wg.Done()
-			res, err := s.propose(ctx, c)
-			if c.Op == lease.OpCloseSession && err == nil {
-				// Applied or refused: either way no close is in flight.
-				// On an error the outcome is unknown, so the mark stays
-				// and the next tick proposes again.
-				s.lessor.closeDone(c.SessionID)
-			}
+			res, err := s.proposeRun(ctx, run)
 			if err != nil {
+				// The outcome is unknown: close marks stay, and the next
+				// tick plans again from the committed state.
 				if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrShutdown) && ctx.Err() == nil {
-					s.log.Warn("expiry proposal failed", zap.String("op", c.Op.String()), zap.Error(err))
+					s.log.Warn("expiry proposal failed", zap.Int("transitions", len(run)), zap.Error(err))
 				}
 				return
 			}
-			s.observeExpiry(c, res)
-		}(&cmds[i])
+			done := map[lease.Op]int{}
+			for i := range run {
+				if run[i].Op == lease.OpCloseSession {
+					// Applied or refused: either way no close is in flight.
+					s.lessor.closeDone(run[i].SessionID)
+				}
+				if s.observeExpiry(&run[i], res[i], len(run) == 1) {
+					done[run[i].Op]++
+				}
+			}
+			if len(run) > 1 {
+				fields := []zap.Field{zap.Int("transitions", len(run))}
+				for op, n := range done {
+					fields = append(fields, zap.Int(op.String(), n))
+				}
+				s.log.Info("lease transitions (one raft entry)", fields...)
+			}
+		}(run)
 	}
 	wg.Wait()
-	return len(cmds)
+	return len(runs)
 }
 
-// observeExpiry logs and counts what a leader-driven transition did.
-func (s *Store) observeExpiry(c *lease.Command, res lease.Result) {
+// observeExpiry logs and counts what a leader-driven transition did, and
+// reports whether it took effect. A transition alone in its entry is
+// logged at info; one of a larger batch at debug (the batch logs one
+// summary line): a dead session's 100,000 leases would otherwise be
+// 300,000 info lines.
+func (s *Store) observeExpiry(c *lease.Command, res lease.Result, alone bool) bool {
 	if res.Err != nil {
 		// Lost a race (the holder heartbeated, released, ...): harmless.
 		s.log.Debug("expiry proposal was a no-op", zap.String("op", c.Op.String()),
 			zap.String("task", c.TaskID), zap.Error(res.Err))
-		return
+		return false
 	}
 	switch c.Op {
 	case lease.OpSuspect:
@@ -110,8 +142,13 @@ func (s *Store) observeExpiry(c *lease.Command, res lease.Result) {
 	case lease.OpCloseSession:
 		s.m.sessionsClosed.Inc()
 	}
-	s.log.Info("lease transition", zap.String("op", c.Op.String()), zap.String("task", c.TaskID),
+	level := zap.DebugLevel
+	if alone {
+		level = zap.InfoLevel
+	}
+	s.log.Log(level, "lease transition", zap.String("op", c.Op.String()), zap.String("task", c.TaskID),
 		zap.String("session", c.SessionID), zap.Uint64("epoch", c.Epoch))
+	return true
 }
 
 // observeSignal records how long a task sat in paused_waiting_external.

@@ -62,6 +62,8 @@ var entryHandlers = map[entryType]entryHandler{
 	entryCommand: applyCommand,
 	entryNode:    applyNode,
 	entryKey:     applyKey,
+	entryRemoved: applyRemoved,
+	entryBatch:   applyBatch,
 }
 
 // encodeEntry builds a log entry: the type byte followed by JSON.
@@ -82,6 +84,8 @@ type fsm struct {
 	model *lease.Model
 	nodes map[string]nodeMeta
 	keys  []signingKey // in the order added; the last is current
+	// removed is the deny list of removed members' names (peerset.go).
+	removed map[string]bool
 
 	applied indexWaiter
 	log     *zap.Logger

@@ -10,7 +10,7 @@ import (
 // Lease ends are counted and logged on the leader, where they are
 // proposed (metrics.go), once per lease: by reason, so a dashboard tells a
 // worker's death (worker_exited, worker_unhealthy), a stuck run (stalled)
-// and a dead sidecar (expired) apart (DESIGN.md 16).
+// and a dead sidecar (expired) apart (DESIGN.md 17).
 
 // runEnding runs a command that may end a lease (release, wait, revoke,
 // cancel) and observes the end.

@@ -18,7 +18,9 @@ import (
 // address only refreshes the HTTP address; the same id with a new address
 // updates it in place; a new id on a known address replaces the old entry
 // (a rebuilt node; the old entry goes first, raft allowing one member per
-// address). A refusal changes nothing.
+// address; the old id is then denied like a removed one). A removed
+// member's name is refused (the deny list, peerset.go): a rebuilt member
+// joins under a new name and certificate. A refusal changes nothing.
 func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	if !validID(req.ID, maxWorkerIDBytes) {
 		return invalid("id must be 1..%d bytes of UTF-8 without control characters", maxWorkerIDBytes)
@@ -28,6 +30,10 @@ func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	}
 	if err := s.waitOffice(ctx); err != nil {
 		return err
+	}
+	if s.fsm.isRemoved(req.ID) {
+		return fmt.Errorf("%w: %s was removed from the cluster and its name is never accepted again; join under a new name and certificate",
+			ErrMembership, req.ID)
 	}
 	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
@@ -58,6 +64,9 @@ func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 			if err := s.raft.RemoveServer(old, 0, s.timeout(ctx)).Error(); err != nil {
 				return mapRaftError(err)
 			}
+			if _, err := s.applyEntry(ctx, entryRemoved, removedMember{ID: string(old)}); err != nil {
+				return err
+			}
 		}
 		// AddVoter on a known id updates its address in place.
 		if err := s.raft.AddVoter(id, addr, 0, s.timeout(ctx)).Error(); err != nil {
@@ -72,11 +81,13 @@ func (s *Store) Join(ctx context.Context, req api.JoinRequest) error {
 	return err
 }
 
-// Remove removes a member (on the leader), then forgets its HTTP address.
-// Removing the last voter is refused: the cluster could never commit
-// again. Raft's change comes first, so a removal that fails or times out
-// leaves the member and its address as they were; removing an unknown id
-// only forgets a stale address.
+// Remove removes a member (on the leader), puts its name on the deny list
+// (its certificate is refused on the raft port from then on, and Join
+// refuses the name), then forgets its HTTP address. Removing the last
+// voter is refused: the cluster could never commit again. Raft's change
+// comes first, so a removal that fails or times out leaves the member and
+// its address as they were (a retry completes it); removing an unknown id
+// denies the name (a leaked certificate's) and forgets a stale address.
 func (s *Store) Remove(ctx context.Context, id string) error {
 	if !validID(id, maxWorkerIDBytes) {
 		return invalid("id must be 1..%d bytes of UTF-8 without control characters", maxWorkerIDBytes)
@@ -105,6 +116,11 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 			return mapRaftError(err)
 		}
 		s.log.Info("member removed", zap.String("id", id))
+	}
+	if !s.fsm.isRemoved(id) {
+		if _, err := s.applyEntry(ctx, entryRemoved, removedMember{ID: id}); err != nil {
+			return err
+		}
 	}
 	if _, ok := s.fsm.node(id); ok {
 		if _, err := s.applyEntry(ctx, entryNode, nodeMeta{ID: id, Remove: true}); err != nil {

@@ -76,7 +76,7 @@ func (s *Store) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("raftstore: open snapshot store: %w", err)
 	}
-	layer, err := newStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, s.memberAt, cfg.Dial, s.log.Named("transport"))
+	layer, err := newStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, s.memberAt, s.peerAllowed, cfg.Dial, s.log.Named("transport"))
 	if err != nil {
 		return fmt.Errorf("raftstore: raft transport on %s: %w", cfg.RaftAddr, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// The progress deadline (DESIGN.md 16): a profile's ProgressTimeout bounds
+// The progress deadline (DESIGN.md 17): a profile's ProgressTimeout bounds
 // how long a lease may show no progress. Progress is a checkpoint (applied
 // through this leader) or a progress mark the sidecar carries in its next
 // heartbeat (api.HeldLease.SinceProgressMs): neither costs a raft write of

@@ -107,9 +107,14 @@ func (s *Store) Tasks(ctx context.Context, f lease.TaskFilter, stale bool) (api.
 	return out, nil
 }
 
-// Leases lists every live lease (active, suspect_dead, expired), with the
-// leader's renewal view overlaid. Linearizable unless stale.
-func (s *Store) Leases(ctx context.Context, stale bool) (api.LeaseList, error) {
+// Leases lists the live leases (active, suspect_dead, expired) of tasks
+// after p.After, ordered by task id, at most MaxListLimit per page (Next is
+// set when there may be more), with the leader's renewal view overlaid.
+// Linearizable unless stale.
+func (s *Store) Leases(ctx context.Context, p api.LeasePage, stale bool) (api.LeaseList, error) {
+	if p.Limit <= 0 || p.Limit > MaxListLimit {
+		p.Limit = MaxListLimit
+	}
 	if !stale {
 		ctx, cancel := s.readCtx(ctx)
 		defer cancel()
@@ -118,14 +123,18 @@ func (s *Store) Leases(ctx context.Context, stale bool) (api.LeaseList, error) {
 		}
 	}
 	var ls []lease.Lease
-	s.fsm.read(func(m *lease.Model) { ls = m.LiveLeases() })
+	s.fsm.read(func(m *lease.Model) { ls = m.LiveLeasesPage(p.After, p.Limit) })
 	if ls == nil {
 		ls = []lease.Lease{}
 	}
 	for i := range ls {
 		s.overlay(&ls[i])
 	}
-	return api.LeaseList{Leases: ls}, nil
+	out := api.LeaseList{Leases: ls}
+	if len(ls) == p.Limit {
+		out.Next = ls[len(ls)-1].TaskID
+	}
+	return out, nil
 }
 
 // StateHash returns a digest of this replica's replicated state; replicas

@@ -20,6 +20,9 @@ type snapshotHeader struct {
 	Applied uint64       `json:"applied"`
 	Nodes   []nodeMeta   `json:"nodes"`
 	Keys    []signingKey `json:"keys"`
+	// Removed is the deny list of removed members (peerset.go); absent in
+	// snapshots of versions before it.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // fsmSnapshot is the state at one index: the model's View plus copies of
@@ -59,6 +62,9 @@ func (f *fsm) header(withApplied bool) snapshotHeader {
 		h.Nodes = append(h.Nodes, n)
 	}
 	sort.Slice(h.Nodes, func(i, j int) bool { return h.Nodes[i].ID < h.Nodes[j].ID })
+	if len(f.removed) > 0 {
+		h.Removed = f.removedList()
+	}
 	return h
 }
 
@@ -105,11 +111,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	for _, n := range h.Nodes {
 		nodes[n.ID] = n
 	}
+	removed := make(map[string]bool, len(h.Removed))
+	for _, id := range h.Removed {
+		removed[id] = true
+	}
 	f.mu.Lock()
 	for i := range h.Keys {
 		h.Keys[i].Priv = nil // see signingKey
 	}
-	f.model, f.nodes, f.keys = m, nodes, h.Keys
+	f.model, f.nodes, f.keys, f.removed = m, nodes, h.Keys, removed
 	f.mu.Unlock()
 	f.applied.set(max(h.Applied, m.LastIndex()))
 	return nil

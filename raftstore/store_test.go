@@ -84,7 +84,7 @@ func TestSingleNodeLifecycle(t *testing.T) {
 	read, err := s.Task(ctx, "t1", false)
 	require.NoError(t, err)
 	require.Equal(t, []byte("state"), read.Checkpoint.Data)
-	ls, err := s.Leases(ctx, false)
+	ls, err := s.Leases(ctx, api.LeasePage{}, false)
 	require.NoError(t, err)
 	require.Len(t, ls.Leases, 1)
 	list, err := s.Tasks(ctx, lease.TaskFilter{State: lease.TaskLeased}, true)

@@ -34,7 +34,15 @@ const (
 	refusedTLSClient = "tls_client"  // a TLS client on a plaintext raft port
 	refusedMalformed = "malformed"   // an RPC that does not decode
 	refusedUnknown   = "unknown_rpc" // an RPC type raft does not have
+	refusedRevoked   = "revoked"     // a certificate on the revocation list (tls.crl_file)
+	refusedNotMember = "not_member"  // a member certificate for a server not in the configuration
+	refusedRemoved   = "removed"     // a member certificate for a removed member (the deny list)
 )
+
+// allowFunc is the membership rule a member certificate's name must pass
+// on every RPC (Store.peerAllowed): "" and nil, or the refusal's reason
+// label and error.
+type allowFunc func(name string) (reason string, err error)
 
 // streamLayer is raft's network: a TCP listener plus a dialer, with mutual
 // TLS when a certificate Source is configured. Connections are accepted
@@ -49,6 +57,7 @@ type streamLayer struct {
 	src    *pki.Source
 	server *tls.Config
 	client func(addr string) *tls.Config
+	allow  allowFunc
 	log    *zap.Logger
 
 	refused *prometheus.CounterVec
@@ -66,17 +75,23 @@ func (a advAddr) String() string  { return string(a) }
 
 // newStreamLayer listens on bind and advertises adv (the bound address
 // when empty). With src nil the layer is plain TCP.
-func newStreamLayer(bind, adv string, src *pki.Source, expect func(addr string) string, dial DialFunc, log *zap.Logger) (*streamLayer, error) {
+// With TLS, allow is asked about the sender of every RPC (nil allows any
+// member certificate).
+func newStreamLayer(bind, adv string, src *pki.Source, expect func(addr string) string, allow allowFunc, dial DialFunc, log *zap.Logger) (*streamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	l := &streamLayer{ln: ln, dial: dial, log: log, conns: make(chan net.Conn), closed: make(chan struct{}),
+	l := &streamLayer{ln: ln, dial: dial, allow: allow, log: log, conns: make(chan net.Conn), closed: make(chan struct{}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "raft", Name: "refused_total",
-			Help: "Raft connections and RPCs refused, by reason (handshake, role, claim, tls_client, malformed, unknown_rpc)."},
+			Help: "Raft connections and RPCs refused, by reason (handshake, role, claim, tls_client, malformed, unknown_rpc, revoked, not_member, removed)."},
 			[]string{"reason"}),
 	}
-	for _, r := range []string{refusedHandshake, refusedRole, refusedClaim, refusedTLSClient, refusedMalformed, refusedUnknown} {
+	if l.allow == nil {
+		l.allow = func(string) (string, error) { return "", nil }
+	}
+	for _, r := range []string{refusedHandshake, refusedRole, refusedClaim, refusedTLSClient, refusedMalformed, refusedUnknown,
+		refusedRevoked, refusedNotMember, refusedRemoved} {
 		l.refused.WithLabelValues(r)
 	}
 	if l.dial == nil {
@@ -127,8 +142,11 @@ func (l *streamLayer) admit(c net.Conn) {
 		err := tc.Handshake()
 		if err != nil {
 			reason := refusedHandshake
-			if errors.Is(err, pki.ErrWrongRole) {
+			switch {
+			case errors.Is(err, pki.ErrWrongRole):
 				reason = refusedRole
+			case errors.Is(err, pki.ErrRevoked):
+				reason = refusedRevoked
 			}
 			l.refuse(c.RemoteAddr(), reason, err)
 			_ = c.Close()
@@ -137,7 +155,7 @@ func (l *streamLayer) admit(c net.Conn) {
 		_ = tc.SetDeadline(time.Time{})
 		cs := tc.ConnectionState()
 		id, _ := pki.IdentityFromState(&cs) // the handshake verified it
-		conn = newGuard(tc, id.Name, l.refuse)
+		conn = newGuard(tc, id.Name, l.allow, l.refuse)
 	}
 	select {
 	case l.conns <- conn:
@@ -200,6 +218,8 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 			reason = refusedRole
 		case errors.Is(err, pki.ErrWrongName):
 			reason = refusedClaim
+		case errors.Is(err, pki.ErrRevoked):
+			reason = refusedRevoked
 		}
 		l.refuse(c.RemoteAddr(), reason, fmt.Errorf("dialing %s: %w", address, err))
 		return nil, err

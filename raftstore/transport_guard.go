@@ -28,7 +28,10 @@ const (
 // guard sits between a member's TLS connection and raft's decoder. Before
 // raft reads an RPC, guard reads it whole (type byte and msgpack body),
 // decodes its header and checks that the sender id it claims is the
-// member named by the connection's certificate. Only then are the very
+// member named by the connection's certificate, and that this member is
+// one the cluster accepts now (allow: in the configuration, not removed;
+// asked per RPC, so a member removed while its connection stays open is
+// refused from its next RPC on). Only then are the very
 // bytes it read handed to raft; a snapshot's data that follows an
 // InstallSnapshot request passes through unread. So a member cannot speak
 // for another, and raft never sees an RPC that failed the check.
@@ -43,11 +46,12 @@ type guard struct {
 	dec     *codec.Decoder
 	pending []byte
 	raw     int64
+	allow   allowFunc
 	refuse  func(from net.Addr, reason string, err error)
 }
 
-func newGuard(c net.Conn, peer string, refuse func(net.Addr, string, error)) *guard {
-	g := &guard{Conn: c, peer: peer, in: bufio.NewReaderSize(c, 64<<10), refuse: refuse}
+func newGuard(c net.Conn, peer string, allow allowFunc, refuse func(net.Addr, string, error)) *guard {
+	g := &guard{Conn: c, peer: peer, in: bufio.NewReaderSize(c, 64<<10), allow: allow, refuse: refuse}
 	g.rec.r = g.in
 	g.dec = codec.NewDecoder(&g.rec, &codec.MsgpackHandle{})
 	return g
@@ -113,6 +117,11 @@ func (g *guard) next() error {
 	if string(hdr.ID) != g.peer {
 		err = fmt.Errorf("%w: member %q sent an RPC claiming to be %q", errRefused, g.peer, hdr.ID)
 		g.refuse(g.RemoteAddr(), refusedClaim, err)
+		return err
+	}
+	if reason, err := g.allow(g.peer); err != nil {
+		err = fmt.Errorf("%w: member certificate %q: %v", errRefused, g.peer, err)
+		g.refuse(g.RemoteAddr(), reason, err)
 		return err
 	}
 	g.pending = g.rec.buf

@@ -65,6 +65,7 @@ step "nemesis fault suite"; test/nemesis.sh
 # under load (the previous build comes from git history; skips without it).
 step "rolling upgrade from the previous release"; UPGRADE=1 go test -count=1 -timeout 10m ./test/upgrade/
 step "downstream validators (Python, TypeScript) on the Go conformance vectors"; bash test/validators.sh
+step "worker SDKs (Go, Python, TypeScript), their adapters (Celery, LangGraph.js) and the shared conformance scenario"; bash test/workersdk.sh
 
 step "demo smoke test"
 ./bin/fencepost demo

@@ -78,7 +78,8 @@ func runFenced(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // startFenced builds and starts the reference service, fetching the
 // cluster's public keys first when keys_from is set.
 func startFenced(ctx context.Context, cfg *config.Fenced, log *zap.Logger, reg *prometheus.Registry, tp trace.TracerProvider) (*refsvc.Server, error) {
-	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog, TracerProvider: tp}
+	rc := refsvc.Config{Addr: cfg.Addr, Registerer: reg, Gatherer: reg, ServeLog: cfg.ServeLog, TracerProvider: tp,
+		MemStore: fence.MemStoreConfig{MaxTasks: cfg.MaxTasks, MaxTasksPerHolder: cfg.MaxTasksPerHolder}}
 	src, err := cfg.TLS.Source("tls")
 	if err != nil {
 		return nil, startError(err)

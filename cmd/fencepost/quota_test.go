@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/raftstore"
 	"github.com/fencepost/fencepost/raftstore/httpapi"
@@ -16,8 +17,12 @@ import (
 func TestQuotaDefaultsAgree(t *testing.T) {
 	q := config.DefaultServer().Leases.Quota
 	require.Equal(t, lease.Quota{Sessions: raftstore.DefaultQuotaSessions, Tasks: raftstore.DefaultQuotaTasks,
-		Bytes: raftstore.DefaultQuotaBytes}, quota(q))
-	require.Equal(t, lease.Quota{Sessions: -1, Tasks: 5, Bytes: -1}, quota(config.Quota{Tasks: 5}))
+		Bytes: raftstore.DefaultQuotaBytes, TotalBytes: raftstore.DefaultPayloadBudget}, quota(q))
+	require.Equal(t, lease.Quota{Sessions: -1, Tasks: 5, Bytes: -1, TotalBytes: -1}, quota(config.Quota{Tasks: 5}))
+	require.Less(t, raftstore.DefaultQuotaTasks, fence.DefaultMaxTasksPerHolder,
+		"a sidecar within its task quota stays within its share of a fenced store")
+	require.Less(t, fence.DefaultMaxTasksPerHolder, fence.DefaultMaxTasks)
+	require.Less(t, int64(raftstore.DefaultQuotaBytes), int64(raftstore.DefaultPayloadBudget))
 }
 
 // TestRateDefaultsAgree: the configured request rate defaults are the API

@@ -148,6 +148,7 @@ func nodeConfig(cfg *config.Server, log *zap.Logger, reg *prometheus.Registry) (
 		CommitTimeout:      cfg.Raft.CommitTimeout.Std(),
 		SnapshotInterval:   cfg.Raft.SnapshotInterval.Std(),
 		SnapshotThreshold:  cfg.Raft.SnapshotThreshold,
+		MixedVersions:      cfg.Raft.MixedVersions,
 		TrailingLogs:       cfg.Raft.TrailingLogs,
 		Profiles:           profiles,
 		DefaultProfile:     cfg.Leases.DefaultProfile,
@@ -187,5 +188,5 @@ func quota(q config.Quota) lease.Quota {
 		return v
 	}
 	return lease.Quota{Sessions: int(unlimited(int64(q.Sessions))), Tasks: int(unlimited(int64(q.Tasks))),
-		Bytes: unlimited(int64(q.Bytes))}
+		Bytes: unlimited(int64(q.Bytes)), TotalBytes: unlimited(int64(q.ClusterBytes))}
 }

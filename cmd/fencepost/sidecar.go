@@ -101,6 +101,12 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		return nil, err
 	}
 	if src != nil {
+		// The cluster refuses a session under a worker id the certificate
+		// does not name; say so at start, naming the key.
+		if ids := pki.WorkerIDs(src.Current().Leaf); !pki.MayUseWorker(ids, cfg.WorkerID) {
+			return nil, fmt.Errorf("%w: worker_id %q: the cluster_tls certificate may open sessions only as %q (set worker_id to one, or issue the certificate with --worker-ids)",
+				config.ErrInvalid, cfg.WorkerID, ids)
+		}
 		timeout := pc.ClusterTimeout
 		if timeout == 0 {
 			timeout = proxy.DefaultClusterTimeout

@@ -71,3 +71,18 @@ func TestSidecarCertificateAgainstTLSCluster(t *testing.T) {
 	require.Empty(t, refused.Leases(), "the anonymous sidecar holds nothing")
 	require.True(t, waitHeld(ctx, sc, "job-1", time.Second), "the certified sidecar still holds its task")
 }
+
+// TestSidecarRefusesAWorkerIDItsCertificateDoesNotName: the cluster would
+// refuse the session (403 worker_not_bound); the sidecar says so at start,
+// naming worker_id.
+func TestSidecarRefusesAWorkerIDItsCertificateDoesNotName(t *testing.T) {
+	kit := pkitest.New(t, "cluster")
+	files := kit.Files(pki.RoleSidecar, "w1", 24*time.Hour)
+	cfg := config.DefaultSidecar()
+	cfg.ProxyAddr, cfg.ControlAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Cluster, cfg.WorkerID = []string{"127.0.0.1:1"}, "someone-else"
+	cfg.ClusterTLS = config.CertFiles{CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key}
+	_, err := startSidecar(t.Context(), cfg, zap.NewNop(), newRegistry(), nil)
+	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorContains(t, err, `worker_id "someone-else"`)
+}

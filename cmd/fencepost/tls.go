@@ -22,7 +22,9 @@ Usage:
   fencepost tls ca create [--dir DIR] [--name NAME] [--days N]
   fencepost tls cert create --member|--server|--sidecar|--operator|--reader|--service --name NAME
                             [--dns NAME,...] [--ip ADDR,...] [--dir DIR] [--days N]
-                            [--ca FILE --ca-key FILE]
+                            [--ca FILE --ca-key FILE] [--worker-ids ID,...]
+  fencepost tls crl create --revoke CERT-FILE|SERIAL,... [--dir DIR] [--out FILE]
+                           [--days N] [--ca FILE --ca-key FILE]
   fencepost tls signing-key create [--dir DIR]
   fencepost tls init --dir DIR [--member NAME,...] [--sidecar NAME,...]
                      [--operator NAME,...] [--reader NAME,...] [--service NAME,...]
@@ -40,13 +42,23 @@ P-256, written 0600; certificates 0644. Nothing is ever overwritten.
                                    for raft (mutual TLS) and to serve the API.
                                    Add every name clients dial with --dns/--ip.
                        --server    the same as --member.
-                       --sidecar   a sidecar; NAME is its worker id.
+                       --sidecar   a sidecar; NAME is its worker id, the only
+                                   one it may open sessions under unless
+                                   --worker-ids names more (an id ending
+                                   in '*' is a prefix: 'web-*').
                        --operator  a person or tool that changes the cluster.
                        --reader    a person or tool that only reads.
                        --service   a downstream service serving HTTPS (fenced's
                                    tls.*): a server certificate only, valid for
                                    NAME and every --dns/--ip; it can neither
                                    call the cluster nor speak raft.
+  crl create         a revocation list signed by the CA (crl.pem): every
+                     certificate or serial given with --revoke, plus every
+                     serial of the list already at --out (a list only grows;
+                     the file is replaced atomically). Members load it with
+                     tls.crl_file (re-read when it changes) and refuse those
+                     certificates on raft and the API; sidecars with their
+                     tls.crl_file refuse a revoked member.
   signing-key create the Ed25519 key that signs fencing tokens:
                      signing-key.pem (0600). Give the same file to every member
                      (signing.key_file); it never enters the raft log.
@@ -62,6 +74,7 @@ Examples:
   fencepost tls cert create --member --name n1 --dns n1.fencepost.default.svc --ip 127.0.0.1 --dir tls
   fencepost tls cert create --sidecar --name worker-7 --dir tls
   fencepost tls cert create --service --name fenced --dns fenced.default.svc --dir tls
+  fencepost tls crl create --revoke tls/member-n3.pem --dir tls
   fencepost tls signing-key create --dir tls
 `
 
@@ -78,17 +91,19 @@ func runTLS(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return runTLSInit(args[1:], stdout, stderr)
 	}
 	if len(args) < 2 || args[1] != "create" {
-		return usageError(stderr, "tls", "want 'ca create', 'cert create', 'signing-key create' or 'init'")
+		return usageError(stderr, "tls", "want 'ca create', 'cert create', 'crl create', 'signing-key create' or 'init'")
 	}
 	switch args[0] {
 	case "ca":
 		return runTLSCA(args[2:], stdout, stderr)
 	case "cert":
 		return runTLSCert(args[2:], stdout, stderr)
+	case "crl":
+		return runTLSCRL(args[2:], stdout, stderr)
 	case "signing-key":
 		return runSigningKey(args[2:], stdout, stderr)
 	}
-	return usageError(stderr, "tls", fmt.Sprintf("unknown object %q: want ca, cert or signing-key", args[0]))
+	return usageError(stderr, "tls", fmt.Sprintf("unknown object %q: want ca, cert, crl or signing-key", args[0]))
 }
 
 func runTLSCA(args []string, stdout, stderr io.Writer) int {
@@ -129,6 +144,7 @@ func runTLSCert(args []string, stdout, stderr io.Writer) int {
 	caFile := fs.String("ca", "", "CA certificate (default DIR/ca.pem)")
 	caKey := fs.String("ca-key", "", "CA key (default DIR/ca-key.pem)")
 	days := fs.Int("days", int(pki.DefaultCertValidity/(24*time.Hour)), "validity in days")
+	workers := fs.String("worker-ids", "", "--sidecar only: extra worker ids (comma-separated) it may open sessions under")
 	if code, ok := parseFlags(fs, tlsUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -152,8 +168,11 @@ func runTLSCert(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, name, "--name is required and may not contain '/', '\\' or spaces")
 	case *days < 1:
 		return usageError(stderr, name, "--days must be at least 1")
+	case *workers != "" && role != pki.RoleSidecar:
+		return usageError(stderr, name, "--worker-ids is for --sidecar certificates only")
 	}
-	req := pki.Request{Name: *id, Role: role, Validity: time.Duration(*days) * 24 * time.Hour, DNSNames: splitList(*dns)}
+	req := pki.Request{Name: *id, Role: role, Validity: time.Duration(*days) * 24 * time.Hour, DNSNames: splitList(*dns),
+		WorkerIDs: splitList(*workers)}
 	for _, s := range splitList(*ips) {
 		ip := net.ParseIP(s)
 		if ip == nil {

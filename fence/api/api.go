@@ -78,7 +78,7 @@ type HeldLease struct {
 	// worker last showed progress under this lease (a progress mark or a
 	// checkpoint), at least 1; absent (0) when it has shown none. The
 	// leader keeps the latest in memory and enforces the profile's
-	// progress timeout from it (DESIGN.md 16), so a mark costs no raft
+	// progress timeout from it (DESIGN.md 17), so a mark costs no raft
 	// write. At most MaxSinceProgressMs.
 	SinceProgressMs uint64 `json:"sinceProgressMs,omitempty"`
 }
@@ -253,9 +253,19 @@ type TaskList struct {
 	Next  string        `json:"next,omitempty"`
 }
 
-// LeaseList is the reply to GET /v1/leases.
+// LeaseList is the reply to GET /v1/leases, ordered by task id, a page
+// at a time like TaskList: Next, when set, is the After of the next page.
 type LeaseList struct {
 	Leases []lease.Lease `json:"leases"`
+	Next   string        `json:"next,omitempty"`
+}
+
+// LeasePage selects one page of GET /v1/leases (?after=&limit=): the live
+// leases of tasks ordered after After, at most Limit (0: the most a page
+// holds).
+type LeasePage struct {
+	After string
+	Limit int
 }
 
 // PublicKey is one signing key the cluster has used.

@@ -78,7 +78,12 @@ type Command struct {
 	// OpCheckpoint.
 	Seq  uint64 `json:"seq,omitempty"`
 	Step string `json:"step,omitempty"`
-	Data []byte `json:"data,omitempty"`
+	// SeqWindow, stamped by the proposer (MaxCheckpointSeqJump), is how far
+	// an explicit seq may exceed the latest. Zero (entries written before
+	// the rule) applies no window, so replaying an old log gives the state
+	// it gave then.
+	SeqWindow uint64 `json:"seqWin,omitempty"`
+	Data      []byte `json:"data,omitempty"`
 
 	// OpWait (deadline, zero = none), OpIntent (effect deadline).
 	Deadline time.Time `json:"deadline,omitzero"`

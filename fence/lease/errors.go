@@ -39,6 +39,9 @@ var (
 	ErrLeaseNotActive = errors.New("lease is not active")
 	// ErrCheckpointSeq reports a checkpoint whose seq does not increase.
 	ErrCheckpointSeq = errors.New("checkpoint seq must increase")
+	// ErrCheckpointSeqJump reports a checkpoint whose seq exceeds the
+	// latest by more than MaxCheckpointSeqJump.
+	ErrCheckpointSeqJump = errors.New("checkpoint seq jumps too far")
 	// ErrNotWaiting reports a signal for a task that is not waiting.
 	ErrNotWaiting = errors.New("task is not waiting")
 	// ErrIntentsInFlight reports a reclaim proposed before every in-flight
@@ -118,6 +121,9 @@ var errorTable = [...]ErrorInfo{
 	// Refusals of the caller's identity: 403.
 	{ErrNotOwner, "not_owner", http.StatusForbidden},
 	{ErrQuota, "quota_exceeded", http.StatusTooManyRequests},
+	// A seq too far ahead conflicts with the task's latest, as a seq
+	// that does not increase does.
+	{ErrCheckpointSeqJump, "checkpoint_seq_jump", http.StatusConflict},
 }
 
 // Errors returns every model error with its code and status, in table

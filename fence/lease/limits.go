@@ -14,6 +14,15 @@ const (
 	// "seq omitted") is refused with ErrCheckpointSeq instead of wrapping
 	// to 0, which would make generated idempotency keys repeat.
 	MaxCheckpointSeq = 1<<53 - 1
+	// MaxCheckpointSeqJump is how far an explicit checkpoint seq may
+	// exceed the task's latest (0 when it has none): larger jumps are
+	// refused with ErrCheckpointSeqJump. So no request, and no owner in a
+	// lifetime, reaches the ceiling: that takes at least 2^37 accepted
+	// checkpoints, over four years at the default per-identity rate limit
+	// of 1,000 requests per second. A new owner therefore always finds
+	// room above its predecessor's seq, which it must stay above (the
+	// sidecar's idempotency keys are derived from it).
+	MaxCheckpointSeqJump = 1 << 16
 	// MinPriority and MaxPriority bound a task's priority.
 	MinPriority = -1_000_000
 	MaxPriority = 1_000_000
@@ -48,6 +57,16 @@ func CheckTaskID(id string, maxBytes int) error {
 func CheckPriority(p int) error {
 	if p < MinPriority || p > MaxPriority {
 		return fmt.Errorf("%w: priority must be in [%d, %d], got %d", ErrInvalid, MinPriority, MaxPriority, p)
+	}
+	return nil
+}
+
+// CheckCheckpointSeqJump reports whether an explicit seq is within window
+// of the latest, prev (window 0: no bound, as for entries written before
+// the rule).
+func CheckCheckpointSeqJump(prev, seq, window uint64) error {
+	if window > 0 && seq > prev && seq-prev > window {
+		return fmt.Errorf("%w: seq may exceed the latest (%d) by at most %d, got %d", ErrCheckpointSeqJump, prev, window, seq)
 	}
 	return nil
 }

@@ -18,6 +18,9 @@ type Model struct {
 	queue claimQueue
 	// owned maps an identity to what it holds (quotas); derived.
 	owned map[string]*usage
+	// ownedBytes is the payload bytes of every owned task, all identities
+	// together (Quota.TotalBytes); derived.
+	ownedBytes int64
 
 	dedup dedupLog
 	// lastIndex is the raft index of the last applied command.
@@ -259,14 +262,24 @@ func (m *Model) SessionLeases(id string) []Lease {
 // LiveLeases returns copies of every lease that still blocks a new grant
 // (active, suspect_dead, expired), ordered by task id. A new leader uses it
 // to rebuild its expiry bookkeeping.
-func (m *Model) LiveLeases() []Lease {
+func (m *Model) LiveLeases() []Lease { return m.LiveLeasesPage("", 0) }
+
+// LiveLeasesPage returns the live leases of tasks ordered after after (by
+// task id), at most limit of them (0: all). A page costs a walk over the
+// live leases and a sort of those after after.
+func (m *Model) LiveLeasesPage(after string, limit int) []Lease {
 	var out []Lease
 	for _, set := range m.held {
 		for tid := range set {
-			out = append(out, *m.tasks[tid].Lease)
+			if tid > after {
+				out = append(out, *m.tasks[tid].Lease)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
 	return out
 }
 

@@ -15,6 +15,11 @@ type Quota struct {
 	// bounded per task by the cluster's checkpoint size, so with Tasks it
 	// is bounded per identity too.
 	Bytes int64 `json:"b,omitempty"`
+	// TotalBytes bounds the payload bytes of every limited identity's
+	// tasks together: the cluster-wide budget Bytes is a share of, so
+	// many identities cannot, each within its share, hold more than a
+	// member can.
+	TotalBytes int64 `json:"tb,omitempty"`
 }
 
 // usage is what one identity holds; derived from sessions and tasks,
@@ -117,6 +122,9 @@ func (m *Model) admitTask(c *Command) error {
 	if q := c.Quota.Bytes; q > 0 && u.bytes+int64(len(c.Payload)) > q {
 		return fmt.Errorf("%w: %s holds %d payload bytes, limit %d", ErrQuota, c.Owner, u.bytes, q)
 	}
+	if q := c.Quota.TotalBytes; q > 0 && len(c.Payload) > 0 && m.ownedBytes+int64(len(c.Payload)) > q {
+		return fmt.Errorf("%w: the cluster's payload budget is used up (%d of %d bytes held by all identities)", ErrQuota, m.ownedBytes, q)
+	}
 	return nil
 }
 
@@ -135,5 +143,6 @@ func (m *Model) countTask(t *Task, delta int) {
 	u := m.usageOf(t.Owner)
 	u.tasks += delta
 	u.bytes += int64(delta) * int64(len(t.Payload))
+	m.ownedBytes += int64(delta) * int64(len(t.Payload))
 	m.dropIfEmpty(t.Owner)
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -124,4 +125,64 @@ func TestCheckTaskID(t *testing.T) {
 	}
 	require.NoError(t, CheckPriority(MaxPriority))
 	require.ErrorIs(t, CheckPriority(-1<<63), ErrInvalid)
+}
+
+// TestCheckpointSeqJumpIsBounded replays the jam: one request setting seq
+// to the ceiling is refused; a jump within the window is accepted; a new
+// owner then checkpoints above its predecessor; an entry without a window
+// (written before the rule) applies as it did.
+func TestCheckpointSeqJumpIsBounded(t *testing.T) {
+	h := newHarness(t)
+	h.ok(Command{Op: OpOpenSession, SessionID: "s", WorkerID: "w"})
+	h.ok(Command{Op: OpOpenSession, SessionID: "s2", WorkerID: "w2"})
+	h.ok(Command{Op: OpCreateTask, TaskID: "t", TTL: ttl})
+	ep := h.ok(Command{Op: OpAcquire, TaskID: "t", SessionID: "s"}).Lease.Epoch
+	c := Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s", Epoch: ep, SeqWindow: MaxCheckpointSeqJump}
+	c.Seq = MaxCheckpointSeq
+	h.noop(c, ErrCheckpointSeqJump)
+	c.Seq = MaxCheckpointSeqJump + 1
+	h.noop(c, ErrCheckpointSeqJump)
+	c.Seq = MaxCheckpointSeqJump
+	h.ok(c)
+	c.Seq = 2*MaxCheckpointSeqJump + 1
+	h.noop(c, ErrCheckpointSeqJump)
+	require.Equal(t, "checkpoint_seq_jump", ErrorCode(ErrCheckpointSeqJump))
+
+	h.ok(Command{Op: OpRevoke, TaskID: "t"})
+	h.advance(ttl)
+	ep2 := h.ok(Command{Op: OpAcquire, TaskID: "t", SessionID: "s2"}).Lease.Epoch
+	next := h.ok(Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s2", Epoch: ep2, SeqWindow: MaxCheckpointSeqJump})
+	require.Equal(t, uint64(MaxCheckpointSeqJump+1), next.Task.Checkpoint.Seq, "the new owner goes on above the old seq")
+
+	legacy := Command{Op: OpCheckpoint, TaskID: "t", SessionID: "s2", Epoch: ep2, Seq: MaxCheckpointSeq}
+	h.ok(legacy)
+}
+
+// TestPayloadBudgetIsClusterWide: identities each within their share
+// cannot together hold more than the budget; deleting frees it; a task
+// without payload is not refused by it.
+func TestPayloadBudgetIsClusterWide(t *testing.T) {
+	h := newHarness(t)
+	q := &Quota{Bytes: 10, TotalBytes: 25}
+	for i, owner := range []string{"sidecar/a", "sidecar/b"} {
+		for j := range 2 {
+			h.ok(Command{Op: OpCreateTask, TaskID: fmt.Sprintf("t%d%d", i, j), TTL: ttl, Owner: owner, Quota: q, Payload: make([]byte, 5)})
+		}
+	}
+	res := h.noop(Command{Op: OpCreateTask, TaskID: "c1", TTL: ttl, Owner: "sidecar/c", Quota: q, Payload: make([]byte, 6)}, ErrQuota)
+	require.ErrorContains(t, res.Err, "payload budget")
+	h.ok(Command{Op: OpCreateTask, TaskID: "c2", TTL: ttl, Owner: "sidecar/c", Quota: q})
+	h.ok(Command{Op: OpCreateTask, TaskID: "c3", TTL: ttl, Owner: "sidecar/c", Quota: q, Payload: make([]byte, 5)})
+	h.ok(Command{Op: OpCancel, TaskID: "t00"})
+	h.ok(Command{Op: OpDeleteTask, TaskID: "t00"})
+	h.ok(Command{Op: OpCreateTask, TaskID: "c4", TTL: ttl, Owner: "sidecar/c", Quota: q, Payload: make([]byte, 5)})
+
+	// The budget is derived state: a restored model enforces it alike.
+	var buf bytes.Buffer
+	err := h.m.WriteSnapshot(&buf)
+	require.NoError(t, err)
+	m := New()
+	require.NoError(t, m.ReadSnapshot(&buf))
+	require.Equal(t, h.m.ownedBytes, m.ownedBytes)
+	require.Equal(t, int64(25), m.ownedBytes)
 }

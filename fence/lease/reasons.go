@@ -1,7 +1,7 @@
 package lease
 
 // Lease-end reasons that say how the worker behind a lease ended it
-// (DESIGN.md 16). They ride the release command of a give-back (worker_exited,
+// (DESIGN.md 17). They ride the release command of a give-back (worker_exited,
 // worker_unhealthy) or the leader's suspect/expire/reclaim of a stuck run
 // (stalled), are kept in Lease.Reason, and are the bounded label values of
 // the cluster's lease-end metric (EndReason).

@@ -202,6 +202,8 @@ func (m *Model) checkpoint(c *Command) Result {
 		return Result{Err: fmt.Errorf("%w: have %d, got %d", ErrCheckpointSeq, prev, seq), Task: t.clone()}
 	} else if err := CheckCheckpointSeq(seq); err != nil {
 		return Result{Err: err, Task: t.clone()}
+	} else if err := CheckCheckpointSeqJump(prev, seq, c.SeqWindow); err != nil {
+		return Result{Err: err, Task: t.clone()}
 	}
 	t.Checkpoint = &Checkpoint{Seq: seq, Step: c.Step, Data: c.Data, Epoch: l.Epoch, At: c.Time}
 	t.UpdatedAt = c.Time

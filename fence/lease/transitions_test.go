@@ -1083,6 +1083,7 @@ func TestErrorCodes(t *testing.T) {
 		ErrCheckpointSeq: "checkpoint_seq", ErrNotWaiting: "not_waiting", ErrIntentsInFlight: "intents_in_flight",
 		ErrInDoubt: "in_doubt", ErrJournalFull: "journal_full", ErrPayloadMismatch: "payload_mismatch",
 		ErrRequestReused: "request_id_reused", ErrNotOwner: "not_owner", ErrQuota: "quota_exceeded",
+		ErrCheckpointSeqJump: "checkpoint_seq_jump",
 	}
 	require.Len(t, errorTable, len(stable)+1)
 	require.Len(t, Errors(), len(stable))
@@ -1101,7 +1102,8 @@ func TestErrorCodes(t *testing.T) {
 		400: {ErrInvalid},
 		404: {ErrTaskNotFound, ErrSessionNotFound, ErrNoTask},
 		409: {ErrTaskExists, ErrLeaseHeld, ErrTaskWaiting, ErrTaskFinal, ErrNotClaimable, ErrStaleEpoch,
-			ErrNotHolder, ErrLeaseNotActive, ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull},
+			ErrNotHolder, ErrLeaseNotActive, ErrCheckpointSeq, ErrNotWaiting, ErrIntentsInFlight, ErrInDoubt, ErrJournalFull,
+			ErrCheckpointSeqJump},
 		403: {ErrNotOwner},
 		422: {ErrPayloadMismatch, ErrRequestReused},
 		429: {ErrQuota},

@@ -147,7 +147,7 @@ func (m *Model) ReadSnapshot(r io.Reader) error {
 	}
 	// A view of the old state may still be writing: it keeps its own
 	// pointers, and nothing of the old state is changed in place.
-	m.tasks, m.sessions, m.held, m.queue, m.owned = n.tasks, n.sessions, n.held, n.queue, n.owned
+	m.tasks, m.sessions, m.held, m.queue, m.owned, m.ownedBytes = n.tasks, n.sessions, n.held, n.queue, n.owned, n.ownedBytes
 	m.dedup, m.lastIndex = n.dedup, n.lastIndex
 	m.gen++
 	return nil

@@ -85,6 +85,9 @@ type Request struct {
 	// certificate also serves the API, so clients verify them.
 	DNSNames []string
 	IPs      []net.IP
+	// WorkerIDs are the worker ids a sidecar certificate may open
+	// sessions under besides its own name (SAN URIs, WorkerIDs).
+	WorkerIDs []string
 	// Validity is how long the certificate is valid from now.
 	Validity time.Duration
 }
@@ -102,11 +105,16 @@ func (ca *CA) Issue(req Request, now time.Time) (Pair, error) {
 	case req.Validity <= 0:
 		return Pair{}, fmt.Errorf("%w: validity must be positive", ErrRequest)
 	}
+	uris, err := workerSANs(req)
+	if err != nil {
+		return Pair{}, err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, fmt.Errorf("pki: generate key: %w", err)
 	}
 	tmpl := &x509.Certificate{ // sign draws the serial number
+		URIs: uris,
 		Subject: pkix.Name{CommonName: req.Name, OrganizationalUnit: []string{string(req.Role)},
 			Organization: []string{"fencepost"}},
 		NotBefore:      now.Add(-clockSkew),

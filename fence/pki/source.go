@@ -16,6 +16,10 @@ type Files struct {
 	CA   string
 	Cert string
 	Key  string
+	// CRL, when set, is a revocation list signed by the CA (`fencepost
+	// tls crl create`): a peer presenting a listed serial is refused on
+	// every port. It is reloaded like the other files.
+	CRL string
 }
 
 // ReloadCheck is how often a Source looks at its files' modification times;
@@ -34,7 +38,7 @@ type Source struct {
 
 	mu      sync.Mutex
 	cur     *Material
-	stamps  [3]stamp
+	stamps  [4]stamp
 	checked time.Time
 	lastErr error
 }
@@ -48,6 +52,8 @@ type Material struct {
 	Identity Identity
 	// Pool holds the trusted CA certificates.
 	Pool *x509.CertPool
+	// revoked is the serials of Files.CRL (nil without one).
+	revoked revoked
 }
 
 type stamp struct {
@@ -105,9 +111,12 @@ func (s *Source) LastError() error {
 	return s.lastErr
 }
 
-func stat(f Files) ([3]stamp, error) {
-	var st [3]stamp
-	for i, p := range []string{f.CA, f.Cert, f.Key} {
+func stat(f Files) ([4]stamp, error) {
+	var st [4]stamp
+	for i, p := range []string{f.CA, f.Cert, f.Key, f.CRL} {
+		if p == "" {
+			continue // no CRL
+		}
 		fi, err := os.Stat(p)
 		if err != nil {
 			return st, fmt.Errorf("pki: %w", err)
@@ -117,7 +126,7 @@ func stat(f Files) ([3]stamp, error) {
 	return st, nil
 }
 
-func load(f Files) (*Material, [3]stamp, error) {
+func load(f Files) (*Material, [4]stamp, error) {
 	st, err := stat(f)
 	if err != nil {
 		return nil, st, err
@@ -135,7 +144,17 @@ func load(f Files) (*Material, [3]stamp, error) {
 		return nil, st, fmt.Errorf("pki: read key: %w", err)
 	}
 	m, err := NewMaterial(caPEM, certPEM, keyPEM)
-	return m, st, err
+	if err != nil || f.CRL == "" {
+		return m, st, err
+	}
+	crlPEM, err := os.ReadFile(f.CRL)
+	if err != nil {
+		return nil, st, fmt.Errorf("pki: read revocation list: %w", err)
+	}
+	if m.revoked, err = parseCRL(caPEM, crlPEM); err != nil {
+		return nil, st, err
+	}
+	return m, st, nil
 }
 
 // LoadPool reads a CA bundle file into a pool, for a client that only

@@ -38,6 +38,9 @@ func (s *Source) ServerConfig(auth tls.ClientAuthType) *tls.Config {
 				Certificates: []tls.Certificate{*m.Cert},
 				ClientCAs:    m.Pool,
 				ClientAuth:   auth,
+				// A revoked client is refused in the handshake, before
+				// any route or raft RPC sees it.
+				VerifyConnection: func(cs tls.ConnectionState) error { return m.checkPeer(cs.PeerCertificates) },
 			}, nil
 		},
 	}
@@ -55,8 +58,11 @@ func (s *Source) ClientConfig(serverName string) *tls.Config {
 		// the moment; Go's built-in check would pin the pool at build time.
 		InsecureSkipVerify: true, //nolint:gosec // verified below
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, err := VerifyChain(cs, s.Current().Pool, x509.ExtKeyUsageServerAuth, cs.ServerName)
-			return err
+			m := s.Current()
+			if _, err := VerifyChain(cs, m.Pool, x509.ExtKeyUsageServerAuth, cs.ServerName); err != nil {
+				return err
+			}
+			return m.checkPeer(cs.PeerCertificates)
 		},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return s.Current().Cert, nil
@@ -77,7 +83,11 @@ func (s *Source) MemberConfigs(expect func(addr string) string) (server *tls.Con
 		if err != nil {
 			return nil, err
 		}
+		revoke := c.VerifyConnection
 		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if err := revoke(cs); err != nil {
+				return err
+			}
 			id, err := IdentityFromState(&cs)
 			if err == nil && id.Role != RoleMember {
 				err = fmt.Errorf("%w: %s on the raft port", ErrWrongRole, id)
@@ -97,10 +107,13 @@ func (s *Source) MemberConfigs(expect func(addr string) string) (server *tls.Con
 			VerifyConnection: func(cs tls.ConnectionState) error {
 				// Members are told apart by the name they carry, not by
 				// host name: an address may be an IP or any DNS name.
-				id, err := VerifyChain(cs, s.Current().Pool, x509.ExtKeyUsageServerAuth, "")
+				m := s.Current()
+				id, err := VerifyChain(cs, m.Pool, x509.ExtKeyUsageServerAuth, "")
 				switch {
 				case err != nil:
 					return err
+				case m.checkPeer(cs.PeerCertificates) != nil:
+					return m.checkPeer(cs.PeerCertificates)
 				case id.Role != RoleMember:
 					return fmt.Errorf("%w: %s answered on the raft port", ErrWrongRole, id)
 				case want != "" && id.Name != want:

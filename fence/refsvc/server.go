@@ -69,8 +69,12 @@ type Config struct {
 	// Gatherer serves GET /metrics; nil means Registerer if it is also a
 	// Gatherer (a *prometheus.Registry is), else the private registry.
 	Gatherer prometheus.Gatherer
-	// Store overrides the in-memory store (bounds from fence defaults).
+	// Store overrides the in-memory store.
 	Store fence.Store
+	// MemStore bounds the in-memory store used without Store (zero
+	// fields: fence's defaults, among them a per-holder share of the
+	// task table, MaxTasksPerHolder).
+	MemStore fence.MemStoreConfig
 	// MaxLogEntries bounds the in-memory log (default
 	// DefaultMaxLogEntries); a write past it gets 507.
 	MaxLogEntries int
@@ -143,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	store := cfg.Store
 	if store == nil {
-		if s.mem, err = fence.NewMemStore(fence.MemStoreConfig{}); err != nil {
+		if s.mem, err = fence.NewMemStore(cfg.MemStore); err != nil {
 			return nil, err
 		}
 		store = s.mem

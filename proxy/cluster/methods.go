@@ -194,10 +194,43 @@ func (c *Client) Tasks(ctx context.Context, f lease.TaskFilter, stale bool) (api
 	return out, err
 }
 
-// Leases lists the live leases.
+// Leases lists every live lease, following the pages of GET /v1/leases
+// (LeasesPage is one page).
 func (c *Client) Leases(ctx context.Context, stale bool) (api.LeaseList, error) {
+	all := api.LeaseList{Leases: []lease.Lease{}}
+	p := api.LeasePage{}
+	for {
+		page, err := c.LeasesPage(ctx, p, stale)
+		if err != nil {
+			return api.LeaseList{}, err
+		}
+		all.Leases = append(all.Leases, page.Leases...)
+		if page.Next == "" || page.Next <= p.After {
+			return all, nil
+		}
+		p.After = page.Next
+	}
+}
+
+// LeasesPage lists one page of the live leases: those of tasks after
+// p.After; a non-empty Next is the After of the next page.
+func (c *Client) LeasesPage(ctx context.Context, p api.LeasePage, stale bool) (api.LeaseList, error) {
+	q := url.Values{}
+	if stale {
+		q.Set(api.QueryStale, "true")
+	}
+	if p.After != "" {
+		q.Set("after", p.After)
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	path := api.PathLeases
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out api.LeaseList
-	err := c.do(ctx, request{method: http.MethodGet, path: api.PathLeases + staleQuery(stale), out: &out})
+	err := c.do(ctx, request{method: http.MethodGet, path: path, out: &out})
 	return out, err
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
-// The event stream and the worker's lifetime tie (DESIGN.md 16; package
+// The event stream and the worker's lifetime tie (DESIGN.md 17; package
 // eventstream has the contract). Both routes take the connection over
 // from the server, so the sidecar reads it and sees a client's close — a
 // dead worker's FIN or RST — at once rather than at the next keepalive.

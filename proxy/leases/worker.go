@@ -14,7 +14,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/eventstream"
 )
 
-// What the worker tie (proxy/workertie, DESIGN.md 16) and the control
+// What the worker tie (proxy/workertie, DESIGN.md 17) and the control
 // API's attach and progress routes need of the keeper: the held leases,
 // giving one back with the worker's reason, progress marks carried by the
 // next heartbeat, and the contract's event stream.

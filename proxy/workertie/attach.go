@@ -7,7 +7,7 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// Attachments tracks the worker's attach streams (DESIGN.md 16
+// Attachments tracks the worker's attach streams (DESIGN.md 17
 // "attached"). The control API opens an Attachment per GET /v1/attach,
 // tells it every lease it streams the state of or the acquisition of
 // (Saw), and closes it when the stream ends. Closing gives back, with

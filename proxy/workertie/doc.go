@@ -1,4 +1,4 @@
-// Package workertie ties a worker's lifetime to its leases (DESIGN.md 16):
+// Package workertie ties a worker's lifetime to its leases (DESIGN.md 17):
 // the sidecar heartbeats on the worker's behalf, so the heartbeat must
 // stop meaning "alive" the moment the worker is gone. A worker is tied in
 // one of three ways, each a type here:

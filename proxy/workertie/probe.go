@@ -12,7 +12,7 @@ import (
 )
 
 // Probe checks a worker the sidecar neither parents nor sees attached
-// (DESIGN.md 16 "probed"). Threshold failures in a row make the worker
+// (DESIGN.md 17 "probed"). Threshold failures in a row make the worker
 // unhealthy: Run calls Unhealthy once (the wiring gives the leases back
 // with reason worker_unhealthy); a later success calls Healthy once.
 type Probe struct {

@@ -84,7 +84,39 @@ type principal struct {
 	perms map[Permission]bool
 	// bodyReader is a reader named in Config.BodyReaders: PermReadBodies too.
 	bodyReader bool
+	// workers are the worker ids a sidecar's certificate allows
+	// (pki.WorkerIDs); relayed marks a request a member forwarded, whose
+	// worker id the member checked against the certificate it saw.
+	workers []string
+	relayed bool
 }
+
+// checkWorker refuses a sidecar a session under a worker id its
+// certificate does not name (pki.WorkerIDs: its own name by default), so
+// one worker's certificate cannot write under another's name. Callers
+// that never act through a session as a worker (dev, operators) are not
+// bound.
+func (p principal) checkWorker(worker string) error {
+	if p.dev || p.relayed || p.id.Role != pki.RoleSidecar || pki.MayUseWorker(p.workers, worker) {
+		return nil
+	}
+	return &wrongWorker{who: p.id, worker: worker, allowed: p.workers}
+}
+
+// wrongWorker is a 403: a session under a worker id the certificate does
+// not name.
+type wrongWorker struct {
+	who     pki.Identity
+	worker  string
+	allowed []string
+}
+
+func (w *wrongWorker) Error() string {
+	return fmt.Sprintf("%s may open sessions only as %q, not as worker %q (issue its certificate with --worker-ids to add one)",
+		w.who, w.allowed, w.worker)
+}
+
+func (w *wrongWorker) Unwrap() error { return ErrWorkerNotBound }
 
 func (p principal) has(perm Permission) bool {
 	return p.dev || perm == PermPublic || p.perms[perm] || (perm == PermReadBodies && p.bodyReader)
@@ -137,6 +169,9 @@ func (s *Server) identify(rc *fasthttp.RequestCtx) (principal, error) {
 	p := principalOf(id, s.bodyReaders)
 	fwd := rc.Request.Header.Peek(HeaderCaller)
 	if len(fwd) == 0 {
+		if id.Role == pki.RoleSidecar {
+			p.workers = pki.WorkerIDsFromState(rc.TLSConnectionState())
+		}
 		return p, nil
 	}
 	if !p.has(PermForward) {
@@ -147,7 +182,9 @@ func (s *Server) identify(rc *fasthttp.RequestCtx) (principal, error) {
 	if !ok || name == "" || !orig.Role.Valid() {
 		return p, fmt.Errorf("%w: %s %q is not role/name", ErrBadRequest, HeaderCaller, fwd)
 	}
-	return principalOf(orig, s.bodyReaders), nil
+	op := principalOf(orig, s.bodyReaders)
+	op.relayed = true
+	return op, nil
 }
 
 // denied is a 403: who lacked which permission.
@@ -183,6 +220,10 @@ func (p principal) require(perm Permission) error {
 // model's refusal of a command through another identity's session.
 const permSessionOwner = "session.owner"
 
+// permSessionWorker labels a session refused under a worker id the
+// certificate does not name.
+const permSessionWorker = "session.worker"
+
 // deniedPermission reports whether err refuses the caller's identity, and
 // what it lacked: a route's permission, or ownership of the session.
 func deniedPermission(err error) (string, bool) {
@@ -192,6 +233,8 @@ func deniedPermission(err error) (string, bool) {
 		return string(d.perm), true
 	case errors.Is(err, lease.ErrNotOwner):
 		return permSessionOwner, true
+	case errors.Is(err, ErrWorkerNotBound):
+		return permSessionWorker, true
 	}
 	return "", false
 }
@@ -208,6 +251,17 @@ func (s *Server) audit(tc context.Context, p principal, perm Permission, rc *fas
 	missing, isDenied := deniedPermission(err)
 	if isDenied {
 		s.metrics.denied.WithLabelValues(missing, string(p.id.Role)).Inc()
+	}
+	if isRefusal(err) {
+		// A repeat of a refusal in the same burst is counted, not logged
+		// (denials.go).
+		k := denialKey{who: p.id.String(), missing: missing, route: route, source: sourceIP(rc)}
+		if !isDenied {
+			k.missing = "authentication"
+		}
+		if !s.denials.note(k, rc.Response.StatusCode()) {
+			return
+		}
 	} else if !audited[perm] {
 		return
 	}

@@ -203,7 +203,7 @@ func TestAuthzSessionsBelongToTheirOpener(t *testing.T) {
 	for _, via := range []int{leader, follower} {
 		a, b := c.as(t, via, sidecarA), c.as(t, via, sidecarB)
 		var sess api.Session
-		a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "wa"}).decode(t, &sess)
+		a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}).decode(t, &sess)
 		task := fmt.Sprintf("t-%d", via)
 		var g api.Grant
 		a.do("POST", taskURL(api.PathAcquire, task), api.AcquireRequest{SessionID: sess.SessionID, Create: true}).decode(t, &g)
@@ -224,7 +224,7 @@ func TestAuthzSessionsBelongToTheirOpener(t *testing.T) {
 		b.forbidden(b.do("POST", taskURL(api.PathWait, task), api.WaitRequest{SessionID: sess.SessionID, Epoch: ep}), notOwner, "another identity")
 		b.forbidden(b.do("POST", taskURL(api.PathRelease, task), api.ReleaseRequest{SessionID: sess.SessionID, Epoch: ep, Outcome: lease.OutcomeCompleted}), notOwner, "another identity")
 		b.forbidden(b.do("POST", taskURL(api.PathIntent, task), api.IntentRequest{SessionID: sess.SessionID, Epoch: ep, Key: "k", Method: "POST", URL: "http://x/", DeadlineMs: 1000}), notOwner, "another identity")
-		b.forbidden(b.do("POST", api.PathSessions, api.OpenSessionRequest{SessionID: sess.SessionID, WorkerID: "wa"}), notOwner, "another identity")
+		b.forbidden(b.do("POST", api.PathSessions, api.OpenSessionRequest{SessionID: sess.SessionID, WorkerID: sidecarB.Name}), notOwner, "another identity")
 		b.forbidden(b.do("DELETE", sessURL(api.PathSession, sess.SessionID), nil), notOwner, "another identity")
 		// Operator routes and reads are not a sidecar's.
 		b.forbidden(b.do("POST", taskURL(api.PathRevoke, task), api.RevokeRequest{}), httpapi.CodeForbidden, `"operate"`)
@@ -294,7 +294,7 @@ func TestAuthzRoles(t *testing.T) {
 	denied := c.audit.FilterField(zap.Bool("denied", true)).FilterField(zap.String("who", sidecarA.String())).Len()
 	require.Equal(t, 4, denied, "every denial is audited")
 	var sess api.Session
-	sc.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}).decode(t, &sess)
+	sc.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}).decode(t, &sess)
 	other := c.as(t, 0, sidecarB)
 	other.forbidden(other.do("DELETE", sessURL(api.PathSession, sess.SessionID), nil), lease.ErrorCode(lease.ErrNotOwner), "another identity")
 	require.Equal(t, 1, c.audit.FilterField(zap.String("missing", "session.owner")).FilterField(zap.String("who", sidecarB.String())).Len(),
@@ -312,12 +312,12 @@ func TestAuthzQuotas(t *testing.T) {
 	c := startTLSCluster(t, 1, lease.Quota{Sessions: 2, Tasks: 3, Bytes: 100})
 	a, b := c.as(t, 0, sidecarA), c.as(t, 0, sidecarB)
 	var s1 api.Session
-	a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}).decode(t, &s1)
-	require.Equal(t, http.StatusCreated, a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}).status)
-	r := a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"})
+	a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}).decode(t, &s1)
+	require.Equal(t, http.StatusCreated, a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}).status)
+	r := a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name})
 	require.Equal(t, http.StatusTooManyRequests, r.status, "body: %s", r.body)
 	require.Equal(t, lease.ErrorCode(lease.ErrQuota), r.problem(t).Code)
-	require.Equal(t, http.StatusCreated, b.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}).status)
+	require.Equal(t, http.StatusCreated, b.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarB.Name}).status)
 
 	r = a.do("POST", api.PathTasks, api.CreateTaskRequest{TaskID: "big", Payload: make([]byte, 101)})
 	require.Equal(t, http.StatusTooManyRequests, r.status, "body: %s", r.body)

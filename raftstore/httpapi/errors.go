@@ -33,6 +33,9 @@ var (
 	// ErrForbidden reports a caller whose role lacks the route's
 	// permission; the problem's detail names the permission.
 	ErrForbidden = errors.New("forbidden")
+	// ErrWorkerNotBound reports a sidecar opening a session under a worker
+	// id its certificate does not name (pki.WorkerIDs).
+	ErrWorkerNotBound = errors.New("worker id not bound to the certificate")
 	// ErrForwardBroken reports a forward that failed after the request may
 	// have reached the leader; retry with the same request id.
 	ErrForwardBroken = errors.New("forward to leader failed mid-request, outcome unknown")

@@ -23,6 +23,9 @@ func (s *Server) openSession(c *call) (int, any, error) {
 	if err := requireIDs("workerId", req.WorkerID); err != nil {
 		return 0, nil, err
 	}
+	if err := c.who.checkWorker(req.WorkerID); err != nil {
+		return 0, nil, err
+	}
 	sess, err := s.store.OpenSession(c.ctx, c.rid, req)
 	return http.StatusCreated, sess, err
 }
@@ -258,7 +261,12 @@ func (s *Server) leases(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	list, err := s.store.Leases(c.ctx, stale)
+	// The same ?after= and ?limit= as GET /v1/tasks, with the same rules.
+	f, err := parseTaskFilter(map[string]string{"after": c.query["after"], "limit": c.query["limit"]})
+	if err != nil {
+		return 0, nil, err
+	}
+	list, err := s.store.Leases(c.ctx, api.LeasePage{After: f.After, Limit: f.Limit}, stale)
 	if list.Leases == nil {
 		list.Leases = []lease.Lease{}
 	}

@@ -23,7 +23,7 @@ func TestHistoryIsForReadersOnly(t *testing.T) {
 	c := startTLSCluster(t, 1, lease.Quota{})
 	a := c.as(t, 0, sidecarA)
 	var sess api.Session
-	a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "wa"}).decode(t, &sess)
+	a.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}).decode(t, &sess)
 	var g api.Grant
 	a.do("POST", taskURL(api.PathAcquire, "h-1"), api.AcquireRequest{SessionID: sess.SessionID, Create: true}).decode(t, &g)
 	op := c.as(t, 0, operator)

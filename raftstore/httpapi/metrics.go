@@ -27,7 +27,10 @@ type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	forwards *prometheus.CounterVec
 	denied   *prometheus.CounterVec
-	handler  fasthttp.RequestHandler
+	// refusalsLimited counts requests answered 429 because their caller
+	// was refused too often (refusals.go).
+	refusalsLimited prometheus.Counter
+	handler         fasthttp.RequestHandler
 }
 
 func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {
@@ -48,7 +51,9 @@ func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {
 		}, []string{"result"}),
 	}
 	m.denied = newDeniedCounter()
-	m.reg.MustRegister(m.requests, m.duration, m.forwards, m.denied)
+	m.refusalsLimited = prometheus.NewCounter(prometheus.CounterOpts{Name: "fencepost_http_refusals_limited_total",
+		Help: "Cluster API requests answered 429 because their caller (source and identity) was refused too often."})
+	m.reg.MustRegister(m.requests, m.duration, m.forwards, m.denied, m.refusalsLimited)
 	// Known results start at 0 so alerts see the first forward failure.
 	for _, r := range []string{"ok", "loop", "no_leader", "unreachable", "broken"} {
 		m.forwards.WithLabelValues(r)

@@ -25,6 +25,9 @@ const (
 	CodeForbidden       = "forbidden"
 	// CodeRateLimited: the caller's identity is over its request rate.
 	CodeRateLimited = "rate_limited"
+	// CodeWorkerNotBound: a session under a worker id the sidecar's
+	// certificate does not name.
+	CodeWorkerNotBound = "worker_not_bound"
 )
 
 // retryAfterSeconds is the Retry-After of every 503: an election with the
@@ -55,8 +58,10 @@ var problemTable = func() []problemMapping {
 		{ErrForwardFailed, http.StatusServiceUnavailable, api.CodeUnavailable},
 		{ErrForwardBroken, http.StatusBadGateway, api.CodeUnknownOutcome},
 		{ErrUnauthenticated, http.StatusUnauthorized, CodeUnauthenticated},
+		{ErrWorkerNotBound, http.StatusForbidden, CodeWorkerNotBound},
 		{ErrForbidden, http.StatusForbidden, CodeForbidden},
 		{ErrRateLimited, http.StatusTooManyRequests, CodeRateLimited},
+		{ErrBodyBudget, http.StatusServiceUnavailable, api.CodeUnavailable},
 
 		{raftstore.ErrTimeout, http.StatusGatewayTimeout, api.CodeTimeout},
 		// ErrNotLeader only reaches this table when forwarding was impossible.

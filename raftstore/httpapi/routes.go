@@ -44,7 +44,6 @@ type params struct {
 // buildRoutes turns the api path constants into a routing table. Templates
 // come from fence/api, so the server cannot drift from the client.
 func buildRoutes() []*route {
-	stale := []string{api.QueryStale}
 	defs := []struct {
 		path, method string
 		ep           endpoint
@@ -75,7 +74,8 @@ func buildRoutes() []*route {
 			query: []string{api.QueryStale, "after", "limit"}}},
 		{api.PathEvents, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).events,
 			query: []string{api.QueryWatchSince, api.QueryWatchTimeout}}},
-		{api.PathLeases, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).leases, query: stale}},
+		{api.PathLeases, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).leases,
+			query: []string{api.QueryStale, "after", "limit"}}},
 		{api.PathKeys, fasthttp.MethodGet, endpoint{perm: PermPublic, json: (*Server).keys}},
 		{api.PathCluster, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).status}},
 		{api.PathClusterJoin, fasthttp.MethodPost, endpoint{perm: PermMembership, json: (*Server).join}},

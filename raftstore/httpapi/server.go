@@ -12,9 +12,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -34,7 +32,11 @@ import (
 
 // Defaults applied to zero Config fields.
 const (
-	DefaultMaxBodyBytes   = 2 << 20
+	DefaultMaxBodyBytes = 2 << 20
+	// DefaultBodyBudget bounds the request bodies all callers have in
+	// processing at once (Config.BodyBudget): 32 bodies of the largest
+	// size. Each identity may use a quarter of it.
+	DefaultBodyBudget     = 32 * DefaultMaxBodyBytes
 	DefaultReadTimeout    = 10 * time.Second
 	DefaultWriteTimeout   = 10 * time.Second
 	DefaultIdleTimeout    = 60 * time.Second
@@ -55,6 +57,12 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// MaxBodyBytes bounds a request body; larger ones get 413.
 	MaxBodyBytes int
+	// BodyBudget bounds the bytes of request bodies in processing at once,
+	// all callers together (DefaultBodyBudget); one identity may hold a
+	// quarter of it. A request past either gets 503 (retry later), so a
+	// flood of large bodies costs the member a bounded amount of memory
+	// while it waits on raft. Negative is unbounded.
+	BodyBudget int
 	// MaxListBytes bounds one page of GET /v1/tasks (DefaultMaxListBytes).
 	MaxListBytes int
 	// ReadTimeout, WriteTimeout and IdleTimeout are the connection timeouts
@@ -109,6 +117,7 @@ func (c Config) withDefaults() Config {
 	}
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&c.MaxListBytes, DefaultMaxListBytes)
+	setDefault(&c.BodyBudget, DefaultBodyBudget)
 	setDefault(&c.RatePerIdentity, DefaultRatePerIdentity)
 	setDefault(&c.RateBurst, DefaultRateBurst)
 	setDefault(&c.ReadTimeout, DefaultReadTimeout)
@@ -133,6 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Addr is required", ErrConfig)
 	case c.MaxBodyBytes < 0, c.MaxListBytes < 0:
 		return fmt.Errorf("%w: MaxBodyBytes and MaxListBytes must not be negative", ErrConfig)
+	case c.BodyBudget > 0 && c.BodyBudget < 4*max(c.MaxBodyBytes, DefaultMaxBodyBytes):
+		return fmt.Errorf("%w: BodyBudget must be at least 4 x MaxBodyBytes (an identity's share is a quarter)", ErrConfig)
 	case c.RatePerIdentity > 0 && c.RateBurst < 1:
 		return fmt.Errorf("%w: RateBurst must be at least 1 when RatePerIdentity is limited", ErrConfig)
 	case c.ReadTimeout < 0, c.WriteTimeout < 0, c.IdleTimeout < 0:
@@ -160,6 +171,11 @@ type Server struct {
 	bodyReaders map[string]bool
 	limiter     *limiter
 	tracer      trace.Tracer // nil when tracing is off
+	// refusals slows callers that keep being refused (refusals.go);
+	// denials folds their repeated audit lines into one (denials.go).
+	refusals *refusalLimiter
+	denials  *denials
+	bodies   *bodyBudget
 
 	// readCtx parents the context of every read (GET, HEAD) and is
 	// cancelled when Close starts: a read, long polls included, can be
@@ -183,7 +199,9 @@ func New(cfg Config, store Store) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, store: store, log: cfg.Logger, routes: buildRoutes(),
 		auditLog: cfg.AuditLogger, bodyReaders: map[string]bool{},
-		limiter: newLimiter(cfg.RatePerIdentity, cfg.RateBurst, time.Now)}
+		limiter: newLimiter(cfg.RatePerIdentity, cfg.RateBurst, time.Now), refusals: newRefusalLimiter(time.Now)}
+	s.denials = newDenials(s.auditLog, time.Now)
+	s.bodies = newBodyBudget(int64(cfg.BodyBudget))
 	for _, n := range cfg.BodyReaders {
 		s.bodyReaders[n] = true
 	}
@@ -233,6 +251,7 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.served = make(chan struct{})
+	s.denials.start()
 	go func() {
 		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -270,6 +289,7 @@ func (s *Server) Close() error {
 	// a fresh Start would otherwise leave Serve accepting forever.
 	_ = ln.Close()
 	<-served
+	s.denials.close()
 	s.fwd.CloseIdleConnections()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("httpapi: shutdown: %w", err)
@@ -349,7 +369,13 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 		if ok {
 			// Authorization is decided here, once per request.
 			perm = ep.perm
-			if who, err = s.identify(rc); err == nil {
+			who, err = s.identify(rc)
+			refusalKey := refusalKey(rc, who)
+			if s.overRefusals(rc, who, refusalKey, template, rid) {
+				s.observe(tc, rc, template, rid, false, start)
+				return
+			}
+			if err == nil {
 				err = s.authorize(who, ep)
 			}
 			if span != nil {
@@ -358,6 +384,13 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			if err == nil {
 				err = s.limit(who)
 			}
+			if err == nil {
+				var release func()
+				if release, err = s.bodies.take(who.id.String(), !who.dev, len(rc.Request.Body())); err == nil {
+					defer release()
+				}
+			}
+			defer func() { s.chargeRefusal(refusalKey, err) }()
 		}
 		switch {
 		case err != nil:
@@ -426,26 +459,6 @@ func (s *Server) serveError(rc *fasthttp.RequestCtx, err error) {
 	writeProblem(rc, p)
 	rc.SetConnectionClose()
 	s.metrics.observe("unparsed", methodLabel(rc.Method()), p.Status, 0)
-}
-
-// requestID returns the client's request id, or a fresh one when absent
-// (so forwarded requests and logs always carry one).
-func requestID(rc *fasthttp.RequestCtx) (string, error) {
-	if v := rc.Request.Header.Peek(api.HeaderRequestID); len(v) > 0 {
-		id := string(v)
-		if err := checkID(api.HeaderRequestID, id, false); err != nil {
-			return newRequestID(), err
-		}
-		return id, nil
-	}
-	return newRequestID(), nil
-}
-
-// newRequestID returns 128 random bits in hex.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // fasthttpLogger routes fasthttp's own messages (connection errors) to zap.

@@ -97,7 +97,7 @@ func TestAuditOnThreeMembers(t *testing.T) {
 	require.Equal(t, true, lines[0].ContextMap()["denied"])
 
 	var sess api.Session
-	c.as(t, leader, sidecarA).do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}, api.HeaderRequestID, "open-w").decode(t, &sess)
+	c.as(t, leader, sidecarA).do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}, api.HeaderRequestID, "open-w").decode(t, &sess)
 	require.Zero(t, c.audit.FilterField(zap.String("rid", "open-w")).Len(), "session work is not audited")
 }
 

@@ -35,7 +35,7 @@ type Store interface {
 	Outcome(ctx context.Context, rid, taskID, key string, req api.OutcomeRequest) (lease.Effect, error)
 	Task(ctx context.Context, taskID string, stale bool) (*lease.Task, error)
 	Tasks(ctx context.Context, f lease.TaskFilter, stale bool) (api.TaskList, error)
-	Leases(ctx context.Context, stale bool) (api.LeaseList, error)
+	Leases(ctx context.Context, p api.LeasePage, stale bool) (api.LeaseList, error)
 	Keys() api.KeyList
 	Status() api.ClusterStatus
 	Join(ctx context.Context, req api.JoinRequest) error

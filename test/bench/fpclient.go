@@ -171,8 +171,13 @@ func (c *fpClient) doRaw(method, path string, body []byte, out any) error {
 // taskPath fills a task route: /v1/tasks/{id}/<verb>.
 func taskPath(id, verb string) string { return "/v1/tasks/" + url.PathEscape(id) + "/" + verb }
 
-// openSession opens a session for worker and returns its id.
+// openSession opens a session for worker and returns its id. With TLS
+// every session is the bench sidecar certificate's own worker id: the
+// cluster refuses one under a name the certificate does not carry.
 func (c *fpClient) openSession(worker string) (string, error) {
+	if c.hc.IsTLS {
+		worker = benchSidecar
+	}
 	var s fpSession
 	err := c.do("POST", "/v1/sessions", map[string]string{"workerId": worker}, &s)
 	return s.SessionID, err

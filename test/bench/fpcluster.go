@@ -53,7 +53,7 @@ func fpServerConfig(n *fpNode, bootstrap bool, join []string) string {
 	// (the heartbeat workload holds 1000 sessions, the lease workload makes
 	// thousands of calls a second), so the per-identity quota and request
 	// rate are lifted; they apply only with TLS, where callers have one.
-	b.WriteString("  quota:\n    sessions: 0\n    tasks: 0\n    bytes: 0\n    requests_per_second: 0\n    request_burst: 0\n")
+	b.WriteString("  quota:\n    sessions: 0\n    tasks: 0\n    bytes: 0\n    cluster_bytes: 0\n    requests_per_second: 0\n    request_burst: 0\n")
 	if sec != nil {
 		b.WriteString(sec.fpConfig(n.id))
 	}

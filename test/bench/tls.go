@@ -49,11 +49,15 @@ func hostPort(u string) string {
 // with the product's own tooling (so the run proves the README's set-up),
 // etcd's with crypto/x509 (writeCert: ECDSA P-256; leaves valid for
 // 127.0.0.1, ::1 and localhost).
+// benchSidecar is the load generator's sidecar certificate name, and so
+// the worker id of every session it opens over TLS.
+const benchSidecar = "bench"
+
 func setupTLS(fpBin, dir string) (*tlsMode, error) {
 	m := &tlsMode{fpDir: filepath.Join(dir, "fp-tls")}
 	if fpBin != "" {
 		out, err := exec.Command(fpBin, "tls", "init", "--dir", m.fpDir, "--member", strings.Join(fpMembers, ","),
-			"--sidecar", "bench", "--operator", "bench").CombinedOutput()
+			"--sidecar", benchSidecar, "--operator", "bench").CombinedOutput()
 		if err != nil {
 			return nil, fmt.Errorf("fencepost tls init: %w: %s", err, out)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// Worker-liveness faults (DESIGN.md 16, I8): the worker is hit, its
+// Worker-liveness faults (DESIGN.md 17, I8): the worker is hit, its
 // sidecar stays up. Each nemesis worker is tied to its sidecar both ways a
 // worker in another process can be: it holds an attach stream open
 // (GET /v1/attach) and serves the health URL the sidecar probes.

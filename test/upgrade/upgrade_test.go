@@ -88,6 +88,11 @@ func (m *member) start(t *testing.T, bin string) {
 	if len(m.join) > 0 {
 		args = append(args, "--join", strings.Join(m.join, ","))
 	}
+	if !strings.HasSuffix(bin, PreviousCommit) {
+		// The upgrade procedure (deploy/RELEASES.md): while previous
+		// members remain, the new ones write only what those apply alike.
+		args = append(args, "--raft-mixed-versions")
+	}
 	p, err := netfault.Start(t, netfault.ProcConfig{Name: fmt.Sprintf("%s-%d", m.id, m.starts), Binary: bin, Args: args})
 	require.NoError(t, err)
 	m.proc = p

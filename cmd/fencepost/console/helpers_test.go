@@ -100,7 +100,7 @@ func (f *fakeCluster) event(e api.HistoryEvent) {
 }
 
 func (f *fakeCluster) Leases(ctx context.Context, stale bool) (api.LeaseList, error) {
-	return f.store.Leases(ctx, stale)
+	return f.store.Leases(ctx, api.LeasePage{}, stale)
 }
 
 func (f *fakeCluster) Sessions(context.Context, string, int) (api.SessionList, error) {

@@ -5,6 +5,7 @@ package pkitest
 
 import (
 	"crypto/tls"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -74,4 +75,38 @@ func (k *Kit) Client(role pki.Role, name string) *tls.Config {
 
 func loopbackIPs() []net.IP {
 	return []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+}
+
+// SidecarFiles issues a sidecar certificate for name that may also open
+// sessions under the extra worker ids.
+func (k *Kit) SidecarFiles(name string, workers ...string) pki.Files {
+	k.t.Helper()
+	pair, err := k.CA.Issue(pki.Request{Name: name, Role: pki.RoleSidecar, Validity: 24 * time.Hour,
+		WorkerIDs: workers}, time.Now())
+	require.NoError(k.t, err)
+	certName, keyName := pki.CertFiles(pki.RoleSidecar, name)
+	dir, err := os.MkdirTemp(k.Dir, "id")
+	require.NoError(k.t, err)
+	cert, key, err := pki.WritePair(dir, certName, keyName, pair)
+	require.NoError(k.t, err)
+	return pki.Files{CA: k.CAFile, Cert: cert, Key: key}
+}
+
+// Revoke writes (replacing) the kit's revocation list, revoking the
+// certificates of files, and returns its path for Files.CRL.
+func (k *Kit) Revoke(files ...pki.Files) string {
+	k.t.Helper()
+	var serials []*big.Int
+	for _, f := range files {
+		n, err := pki.CertSerial(f.Cert)
+		require.NoError(k.t, err)
+		serials = append(serials, n)
+	}
+	b, err := k.CA.IssueCRL(serials, big.NewInt(time.Now().UnixNano()), time.Now(), time.Hour)
+	require.NoError(k.t, err)
+	path := filepath.Join(k.Dir, pki.CRLFile)
+	tmp := path + ".tmp"
+	require.NoError(k.t, os.WriteFile(tmp, b, 0o644))
+	require.NoError(k.t, os.Rename(tmp, path))
+	return path
 }

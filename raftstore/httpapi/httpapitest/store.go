@@ -355,13 +355,17 @@ func (s *Store) Tasks(ctx context.Context, f lease.TaskFilter, stale bool) (api.
 }
 
 // Leases implements httpapi.Store.
-func (s *Store) Leases(ctx context.Context, stale bool) (api.LeaseList, error) {
+func (s *Store) Leases(ctx context.Context, p api.LeasePage, stale bool) (api.LeaseList, error) {
 	if err := s.read(ctx, "Leases", stale); err != nil {
 		return api.LeaseList{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return api.LeaseList{Leases: s.m.LiveLeases()}, nil
+	list := api.LeaseList{Leases: s.m.LiveLeasesPage(p.After, p.Limit)}
+	if p.Limit > 0 && len(list.Leases) == p.Limit {
+		list.Next = list.Leases[len(list.Leases)-1].TaskID
+	}
+	return list, nil
 }
 
 // Keys implements httpapi.Store; the double signs nothing.
