@@ -136,7 +136,6 @@ func TestRunNeedsACommand(t *testing.T) {
 	require.Equal(t, 1, strings.Count(errOut, "\n"))
 }
 
-
 // worker.restart on-failure: the crashed child's lease is given back, the
 // next child runs under a higher epoch with the checkpoint the first one
 // made, and a write under the old epoch is refused.
