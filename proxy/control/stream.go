@@ -48,7 +48,10 @@ func (c *API) stream(attach bool) fasthttp.RequestHandler {
 				var seen func(eventstream.Event)
 				if x != nil {
 					seen = func(ev eventstream.Event) {
-						if ev.Kind == eventstream.KindAcquired || ev.Kind == eventstream.KindState {
+						switch {
+						case ev.Stop:
+							x.Stopped(ev.TaskID)
+						case ev.Kind == eventstream.KindAcquired || ev.Kind == eventstream.KindState:
 							x.Saw(workertie.Lease{Task: ev.TaskID, Epoch: ev.Epoch})
 						}
 					}

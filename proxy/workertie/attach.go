@@ -30,17 +30,18 @@ func NewAttachments(rel Releaser) *Attachments {
 // Attachment is one open attach stream. Task is its scope: one task, or
 // every lease when empty.
 type Attachment struct {
-	set  *Attachments
-	Task string
-	saw  map[Lease]bool
-	done bool
+	set     *Attachments
+	Task    string
+	saw     map[Lease]bool
+	stopped map[string]bool // tasks this stream has told to stop
+	done    bool
 }
 
 // Open registers a stream scoped to task ("" for every lease).
 func (a *Attachments) Open(task string) *Attachment {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	x := &Attachment{set: a, Task: task, saw: map[Lease]bool{}}
+	x := &Attachment{set: a, Task: task, saw: map[Lease]bool{}, stopped: map[string]bool{}}
 	a.open[x] = struct{}{}
 	return x
 }
@@ -60,9 +61,19 @@ func (x *Attachment) Saw(l Lease) {
 	}
 	x.set.mu.Lock()
 	defer x.set.mu.Unlock()
-	if !x.done {
+	if !x.done && !x.stopped[l.Task] {
 		x.saw[l] = true
 	}
+}
+
+// Stopped records that the stream told its worker to stop task: that
+// worker is done with the task, so a later grant of it (the next owner,
+// through this sidecar) is never tied to this stream, whose late close
+// would otherwise give the new owner's lease back.
+func (x *Attachment) Stopped(task string) {
+	x.set.mu.Lock()
+	defer x.set.mu.Unlock()
+	x.stopped[task] = true
 }
 
 // Forget ends the attachment without giving anything back: the sidecar

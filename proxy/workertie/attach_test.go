@@ -110,3 +110,24 @@ func TestAttachForgetGivesNothingBack(t *testing.T) {
 	require.Empty(t, got, "a forgotten attachment is closed")
 	require.True(t, f.held[a1])
 }
+
+// TestStoppedStreamNeverTiesTheNextOwner: a worker told to stop task a
+// whose stream stays open sees the next owner's grant of a through the
+// same sidecar; its late close must not give that new lease back.
+func TestStoppedStreamNeverTiesTheNextOwner(t *testing.T) {
+	old, next := Lease{"a", 1}, Lease{"a", 2}
+	f := newFakeLeases(old)
+	as := NewAttachments(f)
+	x := as.Open("a")
+	x.Saw(old)
+	x.Stopped("a") // the stream delivered stop for epoch 1
+	f.release(old)
+	f.mu.Lock()
+	f.held[next] = true // the next owner acquired a
+	f.mu.Unlock()
+	x.Saw(next) // ... and the old stream was told of it
+	got, err := x.Close(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, got, "the next owner's lease was given back by the old worker's stream")
+	require.Equal(t, []Lease{next}, f.Held())
+}
