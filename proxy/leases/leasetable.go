@@ -172,10 +172,18 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (EventKind, s
 	if ls.Epoch > l.epoch {
 		return drop(ReasonLost, EventLost) // someone else holds a newer grant
 	}
+	l.st.mu.Lock()
+	ending := l.st.phase == phaseEnding
+	l.st.mu.Unlock()
 	switch ls.Signal {
 	case api.SignalRevoked:
 		return drop(ReasonRevoked, EventRevoked)
 	case api.SignalWaiting:
+		if ending {
+			// The worker's own wait, seen by a heartbeat before its call
+			// returned: not a loss (the call drops the lease as parked).
+			return "", severed{}, l.epoch
+		}
 		return drop(ReasonWaiting, EventLost)
 	case api.SignalLost:
 		r := reasonFromStatus(ls.Status)
@@ -192,9 +200,6 @@ func (t *leaseTable) renew(ls api.LeaseState, sent, now time.Time) (EventKind, s
 		kind, cut := l.st.suspected(now)
 		return kind, cut, l.epoch
 	default:
-		l.st.mu.Lock()
-		ending := l.st.phase == phaseEnding
-		l.st.mu.Unlock()
 		if ending {
 			// The worker's own release or wait: it drops the lease when
 			// the call returns.

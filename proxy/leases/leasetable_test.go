@@ -185,3 +185,22 @@ func TestRenewMovesTheDeadline(t *testing.T) {
 	require.Empty(t, ref.Ticket.MayWrite(t0.Add(2700*time.Millisecond)))
 	require.Equal(t, ReasonExpired, ref.Ticket.MayWrite(t0.Add(2800*time.Millisecond)))
 }
+
+// TestOwnWaitIsNotALoss: a heartbeat reply that reports the worker's own
+// wait before the wait call returns is no loss (no lost event, no drop);
+// a waiting signal for a lease the worker is not parking is.
+func TestOwnWaitIsNotALoss(t *testing.T) {
+	now := time.Now()
+	lt := newLeaseTable(0.01, 0)
+	lt.grant(testGrant("t", 5, 10*time.Second, 3*time.Second), now, now)
+	_, ok := lt.hold("t", 5, ReasonWaiting)
+	require.True(t, ok)
+	kind, _, _ := lt.renew(api.LeaseState{TaskID: "t", Epoch: 5, Signal: api.SignalWaiting, Status: lease.StatusPausedWaiting}, now, now)
+	require.Empty(t, kind, "the worker's own wait was reported as a loss")
+	_, why := lt.current("t", now)
+	require.Equal(t, ReasonWaiting, why, "still held, blocked, until the wait call drops it")
+
+	lt.grant(testGrant("u", 6, 10*time.Second, 3*time.Second), now, now)
+	kind, _, _ = lt.renew(api.LeaseState{TaskID: "u", Epoch: 6, Signal: api.SignalWaiting, Status: lease.StatusPausedWaiting}, now, now)
+	require.Equal(t, EventLost, kind)
+}
