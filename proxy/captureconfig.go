@@ -81,14 +81,3 @@ func listenCapture(ctx context.Context, lc *net.ListenConfig, addr string) ([]ne
 	}
 	return []net.Listener{ln, ln6}, nil
 }
-
-// CaptureAddr is the transparent listener's IPv4 address once started,
-// or "" when capture.listen is off.
-func (s *Sidecar) CaptureAddr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.captureLns) == 0 {
-		return ""
-	}
-	return s.captureLns[0].Addr().String()
-}

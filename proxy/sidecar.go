@@ -427,3 +427,14 @@ func (s *Sidecar) reportRenewal(e mitm.Event) {
 	}
 	s.log.Info("interception CA renewal", zap.String("step", string(e.Kind)), zap.Time("notAfter", e.NotAfter))
 }
+
+// CaptureAddr is the transparent listener's IPv4 address once started,
+// or "" when capture.listen is off.
+func (s *Sidecar) CaptureAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.captureLns) == 0 {
+		return ""
+	}
+	return s.captureLns[0].Addr().String()
+}
