@@ -265,6 +265,11 @@ worker:
   restart_backoff: 1s          # doubles per crash...
   restart_max: 30s             # ...up to this
   on_success: complete         # exit 0 completes the leases (give_back: gives them back)
+  # Which proxied calls also count as progress toward the profile's
+  # progress_timeout: none (only checkpoints and POST /v1/progress), writes
+  # (every forwarded write) or all (every forwarded call). none keeps a
+  # worker that loops on an API call a stalled run.
+  progress_calls: none
   health:
     # For a worker the sidecar does not parent and that does not attach,
     # e.g. another container of the pod: GET a loopback URL (200-399 is

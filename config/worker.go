@@ -23,7 +23,9 @@ type Worker struct {
 	// OnSuccess is how a child's exit 0 ends its leases.
 	OnSuccess string `yaml:"on_success" doc:"fencepost run: complete or give_back the leases of a child that exited 0"`
 	// Health probes the worker.
-	Health WorkerHealth `yaml:"health"`
+	// ProgressCalls says which proxied calls count as progress.
+	ProgressCalls string       `yaml:"progress_calls" doc:"which proxied calls mark progress toward the profile's progress_timeout, besides checkpoints and POST /v1/progress: none, writes or all"`
+	Health        WorkerHealth `yaml:"health"`
 }
 
 // WorkerHealth is the probe of a worker (Kubernetes' case: a worker in
@@ -44,6 +46,7 @@ func defaultWorker() Worker {
 	return Worker{
 		OnLost: string(d.OnLost), KillGrace: Duration(d.KillGrace), Restart: string(d.Restart),
 		RestartBackoff: Duration(d.RestartBackoff), RestartMax: Duration(d.RestartMax), OnSuccess: string(d.OnSuccess),
+		ProgressCalls: string(d.ProgressCalls),
 		Health: WorkerHealth{Interval: Duration(d.Health.Interval), Timeout: Duration(d.Health.Timeout),
 			Threshold: d.Health.Threshold, StartPeriod: Duration(d.Health.StartPeriod)},
 	}
@@ -54,6 +57,7 @@ func (w Worker) Tie() workertie.Config {
 	return workertie.Config{
 		OnLost: workertie.OnLost(w.OnLost), KillGrace: w.KillGrace.Std(), Restart: workertie.Restart(w.Restart),
 		RestartBackoff: w.RestartBackoff.Std(), RestartMax: w.RestartMax.Std(), OnSuccess: workertie.OnSuccess(w.OnSuccess),
+		ProgressCalls: workertie.ProgressCalls(w.ProgressCalls),
 		Health: workertie.Health{URL: w.Health.URL, Command: slices.Clone(w.Health.Command), Interval: w.Health.Interval.Std(),
 			Timeout: w.Health.Timeout.Std(), Threshold: w.Health.Threshold, StartPeriod: w.Health.StartPeriod.Std()},
 	}
@@ -69,6 +73,7 @@ func (w Worker) validate(p *problems) {
 	oneOf("worker.on_lost", w.OnLost, string(workertie.OnLostTerminate), string(workertie.OnLostNone))
 	oneOf("worker.restart", w.Restart, string(workertie.RestartNever), string(workertie.RestartOnFailure))
 	oneOf("worker.on_success", w.OnSuccess, string(workertie.OnSuccessComplete), string(workertie.OnSuccessGiveBack))
+	oneOf("worker.progress_calls", w.ProgressCalls, string(workertie.ProgressNone), string(workertie.ProgressWrites), string(workertie.ProgressAll))
 	if w.KillGrace < 0 {
 		p.invalid("worker.kill_grace", "must be >= 0 (got %s)", w.KillGrace)
 	}

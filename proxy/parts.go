@@ -11,6 +11,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/proxytrace"
 	"github.com/fencepost/fencepost/proxy/request"
 	"github.com/fencepost/fencepost/proxy/tunnel"
+	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
 // Each part of the sidecar gets its own small settings, cut here from
@@ -26,8 +27,10 @@ func (c Config) leaseSettings(tr *proxytrace.Tracer) leases.Settings {
 
 func (c Config) requestSettings(j Journal, tr *proxytrace.Tracer) request.Settings {
 	return request.Settings{
-		WorkerID: c.WorkerID, Endpoints: c.Endpoints, RefuseTargets: c.RefuseTargets, ReadsWithoutLease: c.ReadsWithoutLease,
-		WriteRules: c.WriteRules, WritePresets: c.WritePresets, TLSOriginate: c.TLSOriginate, SignatureHosts: c.SignatureHosts,
+		WorkerID: c.WorkerID, Endpoints: c.Endpoints, RefuseTargets: c.RefuseTargets,
+		ProgressOnWrites: c.Worker.ProgressCalls == workertie.ProgressWrites || c.Worker.ProgressCalls == workertie.ProgressAll, ProgressOnReads: c.Worker.ProgressCalls == workertie.ProgressAll,
+		ReadsWithoutLease: c.ReadsWithoutLease,
+		WriteRules:        c.WriteRules, WritePresets: c.WritePresets, TLSOriginate: c.TLSOriginate, SignatureHosts: c.SignatureHosts,
 		UpstreamCAFile: c.Intercept.UpstreamCAFile,
 		JournalRules:   c.Journal, Journal: j, MaxJournalBody: c.MaxJournalBody,
 		MaxRequestBody: c.MaxRequestBody, MaxResponseBody: c.MaxResponseBody, MaxHeaderBytes: c.MaxHeaderBytes,

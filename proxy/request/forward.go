@@ -56,6 +56,7 @@ func (x *exchange) forward() {
 	if x.write {
 		x.logForwarded(status)
 	}
+	x.markProgress()
 	size := resp.Header.ContentLength()
 	bs := resp.BodyStream()
 	noBody := ctx.IsHead() || status < 200 || status == 204 || status == 304
@@ -96,6 +97,17 @@ func (x *exchange) logForwarded(status int) {
 		ce.Write(x.span.LogFields(zap.String("task", x.lease.TaskID), zap.Uint64("epoch", x.lease.Epoch),
 			zap.ByteString("method", x.ctx.Method()), zap.String("host", x.tgt.hostPort), zap.String("path", x.tgt.normPath),
 			zap.ByteString("key", x.req.Header.Peek(fence.HeaderIdempotencyKey)), zap.Int("status", status))...)
+	}
+}
+
+// markProgress marks progress for the task of a call that was forwarded,
+// when worker.progress_calls counts it: the upstream answered, so the
+// worker did something. The mark is local; the next heartbeat carries it.
+func (x *exchange) markProgress() {
+	if x.write && x.p.cfg.ProgressOnWrites || !x.write && x.p.cfg.ProgressOnReads {
+		if x.lease.TaskID != "" {
+			x.p.keeper.MarkProgress(x.lease.TaskID)
+		}
 	}
 }
 

@@ -106,6 +106,7 @@ func (x *exchange) forwardJournaled() {
 	p.metrics.forwarded.Inc()
 	x.span.Decision(fenceotel.DecisionForwarded)
 	x.logForwarded(resp.StatusCode())
+	x.markProgress()
 	out := api.OutcomeRequest{Epoch: x.lease.Epoch, Status: resp.StatusCode(), Header: map[string][]string{}}
 	for k, v := range resp.Header.All() {
 		if !isHopByHop(k) && !strings.EqualFold(string(k), "Content-Length") {

@@ -61,6 +61,9 @@ type TLSOrigin struct {
 type Settings struct {
 	WorkerID  string   // stamped as the holder
 	Endpoints []string // the cluster's API, never a proxy target
+	// ProgressOnWrites and ProgressOnReads make a forwarded write (read)
+	// mark progress for its task (worker.progress_calls).
+	ProgressOnWrites, ProgressOnReads bool
 	// RefuseTargets are more host:port destinations never proxied to,
 	// such as the members' raft addresses (reach.go).
 	RefuseTargets     []string
@@ -113,6 +116,8 @@ type Leases interface {
 	SessionID() string
 	// LostByCluster drops a lease the cluster says is no longer held.
 	LostByCluster(taskID string, epoch uint64, err error) bool
+	// MarkProgress records a progress mark for the task's current lease.
+	MarkProgress(taskID string) (leases.Ref, leases.Reason)
 }
 
 // ErrInvalidConfig marks a setting the request path cannot use (a CA file

@@ -51,6 +51,22 @@ const (
 	OnSuccessGiveBack OnSuccess = "give_back"
 )
 
+// ProgressCalls says which proxied calls count as progress toward the
+// profile's progress deadline, besides checkpoints and POST /v1/progress.
+type ProgressCalls string
+
+// ProgressCalls values.
+const (
+	// ProgressNone: only checkpoints and explicit marks count. A worker
+	// stuck in a loop that keeps calling an API is then still a stalled
+	// run, which is what the deadline is for.
+	ProgressNone ProgressCalls = "none"
+	// ProgressWrites: every write the sidecar forwards counts.
+	ProgressWrites ProgressCalls = "writes"
+	// ProgressAll: every call the sidecar forwards counts.
+	ProgressAll ProgressCalls = "all"
+)
+
 // Defaults, applied to zero fields by WithDefaults. The health defaults
 // detect a dead worker within ~3 s: two failed probes a second apart, each
 // given 500 ms (interval × threshold + timeout = 2.5 s).
@@ -61,6 +77,7 @@ const (
 	DefaultRestartBackoff = time.Second
 	DefaultRestartMax     = 30 * time.Second
 	DefaultOnSuccess      = OnSuccessComplete
+	DefaultProgressCalls  = ProgressNone
 
 	DefaultHealthInterval    = time.Second
 	DefaultHealthTimeout     = 500 * time.Millisecond
@@ -85,6 +102,9 @@ type Config struct {
 	RestartMax     time.Duration
 	// OnSuccess: how the leases of a child that exited 0 end.
 	OnSuccess OnSuccess
+	// ProgressCalls: which proxied calls mark progress (the mark rides
+	// the next heartbeat, as POST /v1/progress does; no raft write).
+	ProgressCalls ProgressCalls
 	// Health is the probe of a worker the sidecar neither parents nor
 	// sees attached.
 	Health Health
@@ -130,6 +150,9 @@ func (c Config) WithDefaults() Config {
 	if c.OnSuccess == "" {
 		c.OnSuccess = DefaultOnSuccess
 	}
+	if c.ProgressCalls == "" {
+		c.ProgressCalls = DefaultProgressCalls
+	}
 	setD(&c.KillGrace, DefaultKillGrace)
 	setD(&c.RestartBackoff, DefaultRestartBackoff)
 	setD(&c.RestartMax, DefaultRestartMax)
@@ -156,6 +179,8 @@ func (c Config) Validate() error {
 		return bad("Restart must be %q or %q, not %q", RestartNever, RestartOnFailure, c.Restart)
 	case c.OnSuccess != OnSuccessComplete && c.OnSuccess != OnSuccessGiveBack:
 		return bad("OnSuccess must be %q or %q, not %q", OnSuccessComplete, OnSuccessGiveBack, c.OnSuccess)
+	case c.ProgressCalls != ProgressNone && c.ProgressCalls != ProgressWrites && c.ProgressCalls != ProgressAll:
+		return bad("ProgressCalls must be %q, %q or %q, not %q", ProgressNone, ProgressWrites, ProgressAll, c.ProgressCalls)
 	case c.KillGrace < 0:
 		return bad("KillGrace must not be negative")
 	case c.RestartBackoff < 0 || c.RestartMax < c.RestartBackoff:
