@@ -247,7 +247,7 @@ func startDev(t testing.TB) *devProc {
 		argv = []string{bin} // a fencepost built elsewhere (another branch's sidecar, say)
 	}
 	argv = append(argv, "dev", "--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--log-format=json")
+		"--ports-http=0", "--ports-raft=0", "--ports-proxy=0", "--ports-control=0", "--ports-fenced=0", "--ports-fenced-tls=0", "--ports-console=0", "--log-format=json")
 	argv = append(argv, strings.Fields(os.Getenv("FENCEPOST_CONFORMANCE_DEV_FLAGS"))...) // later flags win
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "../.."

@@ -290,6 +290,7 @@ func startDev(t *testing.T, bin string) devStack {
 		"--ports-proxy", strconv.Itoa(ports[2]),
 		"--ports-control", strconv.Itoa(ports[3]),
 		"--ports-fenced", strconv.Itoa(ports[4]),
+		"--ports-fenced-tls=0", "--ports-console=0", // free ports: tests run side by side
 		"--task", devTask,
 		"--log-level", "warn")
 	cmd.Env = cleanEnv()
