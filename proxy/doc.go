@@ -27,18 +27,25 @@
 //     Sidecar (sidecar.go), which only wires the parts and owns Start and
 //     Shutdown. names.go lets users name the parts' public types here.
 //   - proxy/control: the control API, a route table over the keeper and
-//     the cluster client.
-//   - proxy/tunnel: CONNECT — blind tunnels, sniffing, interception; hands
-//     each request read inside a fenced tunnel to the request path.
+//     the cluster client, including the event and attach streams.
+//   - proxy/tunnel: CONNECT — blind tunnels, sniffing, interception — and
+//     the transparent-capture listener; hands each request read inside a
+//     fenced tunnel or a captured connection to the request path.
 //   - proxy/request: the request pipeline — target, classification,
 //     stamping, keys, journal, upstream clients, TLS origination, relay,
 //     problem replies.
 //   - proxy/leases: the lease keeper — session, heartbeat loop, watch,
 //     watchdog, the lease table and each lease's state (mayWrite, the one
-//     write decision).
-//   - leaves: proxy/reply (problem codes and replies), proxy/conns
-//     (connection plumbing), proxy/clock, proxy/mitm (the interception
-//     CA), proxy/cluster (the cluster client).
+//     write decision), progress marks.
+//   - leaves: proxy/workertie (the worker's ties: fencepost run's child,
+//     attach streams, the health probe), proxy/eventstream (the event
+//     contract: ids, state first, the replay ring), proxy/proxytrace
+//     (spans), proxy/origdst (a captured connection's destination),
+//     proxy/reply (problem codes and replies), proxy/conns (connection
+//     plumbing), proxy/clock, proxy/mitm (the interception CA),
+//     proxy/cluster (the cluster client).
+//   - beside the sidecar, not imported by it: proxy/capture (the nat rules
+//     fencepost capture installs) and proxy/worker (the worker SDKs).
 //
 // A newcomer's map: a proxied request enters at Sidecar.handleProxy
 // (sidecar.go) and runs request.Pipeline.Serve; a CONNECT enters at
