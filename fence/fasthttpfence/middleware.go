@@ -49,8 +49,8 @@ type ctxKey struct{}
 // parentKey is the user value holding the request's own context (SetContext).
 type parentKey struct{}
 
-// SetContext gives the request a context the fence runs under instead of rc
-// itself, e.g. one carrying the request's span so the validator's Annotate
+// SetContext gives the request a context the fence runs under instead of a
+// background one, e.g. one carrying the request's span so the validator's Annotate
 // hook finds it. Call it before the wrapped handler runs.
 func SetContext(rc *fasthttp.RequestCtx, ctx context.Context) { rc.SetUserValue(parentKey{}, ctx) }
 
@@ -99,7 +99,11 @@ func (m *Middleware) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler 
 		if m.scope != nil {
 			in.Scope = func(task string) (string, error) { return m.scope(rc, task) }
 		}
-		parent := context.Context(rc)
+		// Not rc itself: a store may hand the context to goroutines that
+		// outlive the handler (database/sql watches it until the rows are
+		// closed), and rc's values are reset for the next request the
+		// moment the handler returns (fasthttp: never keep a RequestCtx).
+		parent := context.Background()
 		if ctx, ok := rc.UserValue(parentKey{}).(context.Context); ok {
 			parent = ctx
 		}
