@@ -66,7 +66,7 @@ func serveCA(ca func() (CAInfo, bool), ctx *fasthttp.RequestCtx) {
 	pemOnly := string(ctx.Path()) == PathCAPEM
 	info, ok := ca()
 	if !ok {
-		reply.Problem(ctx, fasthttp.StatusNotFound, reply.CodeNotFound, "interception is off",
+		reply.Problem(ctx, reply.CodeNotFound, "interception is off",
 			"no intercept.hosts are configured, so the sidecar has no CA", 0)
 		return
 	}

@@ -134,6 +134,7 @@ const (
 	CodeBadRequest            = reply.CodeBadRequest
 	CodeUpgrade               = reply.CodeUpgrade
 	CodeTooLarge              = reply.CodeTooLarge
+	CodeUpstreamTooLarge      = reply.CodeUpstreamTooLarge
 	CodeHeaderTooLarge        = reply.CodeHeaderTooLarge
 	CodeRequestTimeout        = reply.CodeRequestTimeout
 	CodeUpstreamTimeout       = reply.CodeUpstreamTimeout
@@ -141,6 +142,7 @@ const (
 	CodeLeaseLostMid          = reply.CodeLeaseLostMid
 	CodeNoSession             = reply.CodeNoSession
 	CodeClusterError          = reply.CodeClusterError
+	CodeClusterTimeout        = reply.CodeClusterTimeout
 	CodeNotFound              = reply.CodeNotFound
 	CodeMethod                = reply.CodeMethod
 	CodeEffectInDoubt         = reply.CodeEffectInDoubt
@@ -150,4 +152,6 @@ const (
 	CodeWriteAlreadyPerformed = reply.CodeWriteAlreadyPerformed
 	CodeSelfTarget            = reply.CodeSelfTarget
 	CodeControlRefused        = reply.CodeControlRefused
+	CodeControlNotJSON        = reply.CodeControlNotJSON
+	CodeInternal              = reply.CodeInternal
 )

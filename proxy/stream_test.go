@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +146,23 @@ func TestResponseBodyBounded(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Error(t, err, "the stream is cut, not completed")
 	require.LessOrEqual(t, len(b), 10<<10)
+}
+
+// A response announced larger than MaxResponseBody is the upstream's
+// fault: 502 upstream-too-large, never the 413 too-large of a request
+// body the worker sent too large.
+func TestResponseTooLargeIsUpstreamTooLarge(t *testing.T) {
+	big := strings.Repeat("r", 20<<10)
+	up := startUpstream(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString(big) })
+	cfg := baseConfig(t)
+	cfg.MaxResponseBody = 10 << 10
+	s := startSidecar(t, newFakeCluster(), cfg)
+	resp, body := doReq(t, proxyClient(t, s, ""), "GET", "http://"+up.addr()+"/big", "", nil)
+	require.Equal(t, 502, resp.StatusCode, body)
+	var p api.Problem
+	require.NoError(t, json.Unmarshal([]byte(body), &p), body)
+	require.Equal(t, CodeUpstreamTooLarge, p.Code)
+	require.Equal(t, 502, p.Status)
 }
 
 func TestClientGoneMidStreamReleasesUpstream(t *testing.T) {

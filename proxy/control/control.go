@@ -109,9 +109,9 @@ func (c *API) Handler(only ...string) fasthttp.RequestHandler {
 		r, ok := routes[path]
 		switch {
 		case !ok:
-			reply.Problem(ctx, fasthttp.StatusNotFound, reply.CodeNotFound, "no such control route", reply.Quote(path), 0)
+			reply.Problem(ctx, reply.CodeNotFound, "no such control route", reply.Quote(path), 0)
 		case r.methods == "GET" && !ctx.IsGet() && !ctx.IsHead(), r.methods == "POST" && !ctx.IsPost():
-			reply.Problem(ctx, fasthttp.StatusMethodNotAllowed, reply.CodeMethod, "method not allowed", string(ctx.Method())+" "+path, 0)
+			reply.Problem(ctx, reply.CodeMethod, "method not allowed", string(ctx.Method())+" "+path, 0)
 		default:
 			r.handle(ctx)
 		}
@@ -128,11 +128,11 @@ func decode(ctx *fasthttp.RequestCtx, v any) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		reply.Problem(ctx, fasthttp.StatusBadRequest, reply.CodeBadRequest, "bad JSON body", decodeError(err), 0)
+		reply.Problem(ctx, reply.CodeBadRequest, "bad JSON body", decodeError(err), 0)
 		return false
 	}
 	if dec.More() {
-		reply.Problem(ctx, fasthttp.StatusBadRequest, reply.CodeBadRequest, "bad JSON body", "trailing data after the JSON value", 0)
+		reply.Problem(ctx, reply.CodeBadRequest, "bad JSON body", "trailing data after the JSON value", 0)
 		return false
 	}
 	return true
@@ -183,15 +183,15 @@ func (c *API) controlError(ctx *fasthttp.RequestCtx, task string, epoch uint64, 
 	c.keeper.LostByCluster(task, epoch, err)
 	switch {
 	case errors.Is(err, leases.ErrNoSession):
-		reply.Problem(ctx, fasthttp.StatusServiceUnavailable, reply.CodeNoSession, "no cluster session yet", "retry shortly", 0)
+		reply.Problem(ctx, reply.CodeNoSession, "no cluster session yet", "retry shortly", 0)
 	case errors.Is(err, leases.ErrNoLease):
-		reply.Problem(ctx, fasthttp.StatusConflict, reply.CodeNoLease, "no lease held", fmt.Sprintf("the sidecar holds no lease for task %q", task), 0)
+		reply.Problem(ctx, reply.CodeNoLease, "no lease held", fmt.Sprintf("the sidecar holds no lease for task %q", task), 0)
 	case errors.Is(err, leases.ErrAmbiguousTask):
 		tasks := c.keeper.TaskIDs()
-		reply.Send(ctx, &reply.Reply{Status: fasthttp.StatusConflict, Code: reply.CodeAmbiguousTask, Title: "several leases held",
+		reply.Send(ctx, &reply.Reply{Code: reply.CodeAmbiguousTask, Title: "several leases held",
 			Detail: fmt.Sprintf("the sidecar holds leases on %d tasks %q: name one with taskId", len(tasks), tasks), Tasks: tasks})
 	case errors.Is(err, context.DeadlineExceeded):
-		reply.Problem(ctx, fasthttp.StatusGatewayTimeout, reply.CodeClusterError, "cluster call timed out", err.Error(), 0)
+		reply.Problem(ctx, reply.CodeClusterTimeout, "cluster call timed out", err.Error(), 0)
 	default:
 		// A model error answers with the model table's status and code,
 		// exactly as the cluster API would.
@@ -200,10 +200,10 @@ func (c *API) controlError(ctx *fasthttp.RequestCtx, task string, epoch uint64, 
 			if info.Status == fasthttp.StatusConflict {
 				ep = epoch
 			}
-			reply.Problem(ctx, info.Status, info.Code, strings.ToLower(fasthttp.StatusMessage(info.Status)), err.Error(), ep)
+			reply.Problem(ctx, info.Code, strings.ToLower(fasthttp.StatusMessage(info.Status)), err.Error(), ep)
 			return
 		}
 		c.log.Warn("control call failed", zap.Error(err))
-		reply.Problem(ctx, fasthttp.StatusBadGateway, reply.CodeClusterError, "cluster call failed", err.Error(), 0)
+		reply.Problem(ctx, reply.CodeClusterError, "cluster call failed", err.Error(), 0)
 	}
 }

@@ -49,7 +49,7 @@ func (c *API) acquire(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if req.TaskID == "" {
-		reply.Problem(ctx, fasthttp.StatusBadRequest, reply.CodeBadRequest, "taskId is required", `field "taskId": required`, 0)
+		reply.Problem(ctx, reply.CodeBadRequest, "taskId is required", `field "taskId": required`, 0)
 		return
 	}
 	c.grant(ctx, req.TaskID, false, api.AcquireRequest{Create: req.Create, Profile: req.Profile, Priority: req.Priority})

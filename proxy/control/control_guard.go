@@ -25,13 +25,13 @@ import (
 func controlGuard(ctx *fasthttp.RequestCtx) bool {
 	host := string(ctx.Host())
 	if !loopbackHost(host) {
-		reply.Problem(ctx, fasthttp.StatusForbidden, reply.CodeControlRefused, "control API is loopback only",
+		reply.Problem(ctx, reply.CodeControlRefused, "control API is loopback only",
 			"Host must be localhost, 127.0.0.0/8 or [::1], got "+reply.Quote(host), 0)
 		return false
 	}
 	if o := ctx.Request.Header.Peek("Origin"); len(o) > 0 {
 		if !bytes.EqualFold(o, []byte("http://"+host)) {
-			reply.Problem(ctx, fasthttp.StatusForbidden, reply.CodeControlRefused, "cross-origin request refused",
+			reply.Problem(ctx, reply.CodeControlRefused, "cross-origin request refused",
 				"Origin "+reply.Quote(string(o))+" is not this control API (http://"+host+")", 0)
 			return false
 		}
@@ -39,7 +39,7 @@ func controlGuard(ctx *fasthttp.RequestCtx) bool {
 	if ctx.IsPost() {
 		mt, _, err := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
 		if err != nil || mt != "application/json" {
-			reply.Problem(ctx, fasthttp.StatusUnsupportedMediaType, reply.CodeControlRefused, "JSON only",
+			reply.Problem(ctx, reply.CodeControlNotJSON, "JSON only",
 				"control requests must be sent with Content-Type: application/json", 0)
 			return false
 		}

@@ -95,7 +95,7 @@ func (c *API) progress(ctx *fasthttp.RequestCtx) {
 	}
 	if _, why := c.keeper.MarkProgress(task); why != "" {
 		info, _ := lease.LookupError(lease.ErrLeaseNotActive)
-		reply.Problem(ctx, fasthttp.StatusConflict, info.Code, "lease not current: progress not recorded",
+		reply.Problem(ctx, info.Code, "lease not current: progress not recorded",
 			fmt.Sprintf("the lease on task %q is not current (%s)", task, why), epoch)
 		return
 	}

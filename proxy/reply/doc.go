@@ -1,5 +1,6 @@
 // Package reply is how the sidecar refuses: the table of its problem
-// codes (the worker-facing contract scripts branch on), the Reply a
+// codes and the one HTTP status of each (the worker-facing contract
+// scripts branch on), the Reply a
 // refusal is, and writing it as problem+json. Every part that answers a
 // worker (the request path, the tunnels, the control API) writes its
 // refusals here, so a code and its header rules live in one place.

@@ -12,24 +12,30 @@ import (
 // Problem type tails of the sidecar (api.ProblemTypeBase + code). They
 // are part of the worker-facing contract: scripts branch on them.
 const (
-	CodeLeaseExpired       = "lease-expired"
-	CodeLeaseSuspect       = "lease-suspect"
-	CodeLeaseRevoked       = "lease-revoked"
-	CodeLeaseWaiting       = "lease-waiting"
-	CodeNoLease            = "no-lease"
-	CodeAmbiguousTask      = "task-ambiguous"
-	CodeNotProxyRequest    = "not-proxy-request"
-	CodeConnectFenced      = "connect-fenced"
-	CodeBadRequest         = "bad-request"
-	CodeUpgrade            = "upgrade-unsupported"
-	CodeTooLarge           = "too-large"
-	CodeHeaderTooLarge     = "header-too-large"
-	CodeRequestTimeout     = "request-timeout"
-	CodeUpstreamTimeout    = "upstream-timeout"
-	CodeUpstreamError      = "upstream-error"
-	CodeLeaseLostMid       = "lease-lost-in-flight"
-	CodeNoSession          = "no-session"
-	CodeClusterError       = "cluster-error"
+	CodeLeaseExpired    = "lease-expired"
+	CodeLeaseSuspect    = "lease-suspect"
+	CodeLeaseRevoked    = "lease-revoked"
+	CodeLeaseWaiting    = "lease-waiting"
+	CodeNoLease         = "no-lease"
+	CodeAmbiguousTask   = "task-ambiguous"
+	CodeNotProxyRequest = "not-proxy-request"
+	CodeConnectFenced   = "connect-fenced"
+	CodeBadRequest      = "bad-request"
+	CodeUpgrade         = "upgrade-unsupported"
+	// CodeTooLarge: the worker's request body exceeds max_request_body.
+	CodeTooLarge = "too-large"
+	// CodeUpstreamTooLarge: the upstream's response body exceeds
+	// max_response_body (a bad gateway: the worker's request was fine).
+	CodeUpstreamTooLarge = "upstream-too-large"
+	CodeHeaderTooLarge   = "header-too-large"
+	CodeRequestTimeout   = "request-timeout"
+	CodeUpstreamTimeout  = "upstream-timeout"
+	CodeUpstreamError    = "upstream-error"
+	CodeLeaseLostMid     = "lease-lost-in-flight"
+	CodeNoSession        = "no-session"
+	CodeClusterError     = "cluster-error"
+	// CodeClusterTimeout: a control call's cluster round ran out of time.
+	CodeClusterTimeout     = "cluster-timeout"
 	CodeNotFound           = "not-found"
 	CodeMethod             = "method-not-allowed"
 	CodeEffectInDoubt      = "effect-in-doubt"
@@ -45,15 +51,20 @@ const (
 	// CodeControlRefused: a control request refused before routing: not
 	// JSON, a Host that is not loopback, or a foreign Origin (controlGuard).
 	CodeControlRefused = "control-refused"
+	// CodeControlNotJSON: a control POST whose Content-Type is not
+	// application/json (which a cross-site form cannot send).
+	CodeControlNotJSON = "control-not-json"
+	// CodeInternal: the sidecar broke one of its own rules (a bug).
+	CodeInternal = "internal"
 )
 
 // HeaderShouldRetry is the response header SDKs read before retrying;
 // every 4xx problem of the sidecar carries "false".
 const HeaderShouldRetry = "X-Should-Retry"
 
-// Reply is a refusal with its problem.
+// Reply is a refusal with its problem. Its HTTP status is its code's
+// (StatusOf): a refusal names what went wrong, never a status.
 type Reply struct {
-	Status  int
 	Code    string
 	Title   string
 	Detail  string
@@ -72,26 +83,27 @@ type problem struct {
 }
 
 // Problem replies with an RFC 9457 problem document.
-func Problem(ctx *fasthttp.RequestCtx, status int, code, title, detail string, epoch uint64) {
-	Send(ctx, &Reply{Status: status, Code: code, Title: title, Detail: detail, Epoch: epoch})
+func Problem(ctx *fasthttp.RequestCtx, code, title, detail string, epoch uint64) {
+	Send(ctx, &Reply{Code: code, Title: title, Detail: detail, Epoch: epoch})
 }
 
 // Send replies with the problem of a refusal.
 func Send(ctx *fasthttp.RequestCtx, e *Reply) {
+	status := StatusOf(e.Code)
 	p := problem{Problem: api.Problem{
 		Type:   api.ProblemTypeBase + e.Code,
 		Title:  e.Title,
-		Status: e.Status,
+		Status: status,
 		Detail: e.Detail,
 		Code:   e.Code,
 		Epoch:  e.Epoch,
 	}, Tasks: e.Tasks}
 	b, _ := json.Marshal(p) // strings, ints and a string slice cannot fail
 	ctx.Response.Reset()
-	ctx.SetStatusCode(e.Status)
+	ctx.SetStatusCode(status)
 	ctx.SetContentType(api.ProblemContentType)
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	if e.Status >= 400 && e.Status < 500 {
+	if status >= 400 && status < 500 {
 		// SDKs (openai-python and others) retry 408, 409 and 429 unless
 		// told not to; a sidecar refusal does not change on a retry.
 		ctx.Response.Header.Set(HeaderShouldRetry, "false")
@@ -103,7 +115,7 @@ func Send(ctx *fasthttp.RequestCtx, e *Reply) {
 func JSON(ctx *fasthttp.RequestCtx, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		Problem(ctx, fasthttp.StatusInternalServerError, "internal", "cannot encode reply", err.Error(), 0)
+		Problem(ctx, CodeInternal, "cannot encode reply", err.Error(), 0)
 		return
 	}
 	ctx.SetContentType("application/json")

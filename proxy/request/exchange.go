@@ -120,7 +120,7 @@ func (p *Pipeline) Blocked(why leases.Reason, l leases.Ref, task string, write b
 	if name == "" {
 		name = task
 	}
-	e := &reply.Reply{Status: fasthttp.StatusConflict, Code: code, Title: title, Epoch: l.Epoch, Blocked: true, Why: string(why), Task: name}
+	e := &reply.Reply{Code: code, Title: title, Epoch: l.Epoch, Blocked: true, Why: string(why), Task: name}
 	switch {
 	case why == leases.ReasonAmbig:
 		e.Tasks = p.keeper.TaskIDs()

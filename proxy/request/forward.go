@@ -49,17 +49,23 @@ func (x *exchange) forward() {
 		x.upstreamFailed(err, stageRequest)
 		return
 	}
+	status := resp.StatusCode()
+	size := resp.Header.ContentLength()
+	noBody := ctx.IsHead() || status < 200 || status == 204 || status == 304
+	if !noBody && p.cfg.MaxResponseBody > 0 && int64(size) > p.cfg.MaxResponseBody {
+		// Announced too large: refused before the worker is sent anything,
+		// rather than a relay cut off at the bound after a 2xx header.
+		x.upstreamFailed(fasthttp.ErrBodyTooLarge, stageRequest)
+		return
+	}
 	latency.Observe(time.Since(start).Seconds())
 	p.metrics.forwarded.Inc()
 	x.span.Decision(fenceotel.DecisionForwarded)
-	status := resp.StatusCode()
 	if x.write {
 		x.logForwarded(status)
 	}
 	x.markProgress()
-	size := resp.Header.ContentLength()
 	bs := resp.BodyStream()
-	noBody := ctx.IsHead() || status < 200 || status == 204 || status == 304
 	if bs != nil && size >= 0 && size <= smallBody && (p.cfg.MaxResponseBody <= 0 || int64(size) <= p.cfg.MaxResponseBody) && !noBody {
 		x.forwardSmall(t, size)
 		return

@@ -159,13 +159,13 @@ func (x *exchange) intentFailed(err error) {
 		x.refuse(p.Blocked(leases.ReasonLost, x.lease, x.task, true))
 	case errors.Is(err, lease.ErrPayloadMismatch):
 		p.metrics.requests.WithLabelValues(DecisionRejected).Inc()
-		reply.Problem(x.ctx, fasthttp.StatusUnprocessableEntity, reply.CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+		reply.Problem(x.ctx, reply.CodeWriteAlreadyPerformed, titleAlreadyPerformed,
 			"the effect journal holds this Idempotency-Key with a different body: "+alreadyPerformed(x), x.lease.Epoch)
 	case errors.Is(err, lease.ErrInDoubt):
-		x.refuse(&reply.Reply{Status: fasthttp.StatusConflict, Code: reply.CodeEffectInDoubt, Title: "effect in doubt",
+		x.refuse(&reply.Reply{Code: reply.CodeEffectInDoubt, Title: "effect in doubt",
 			Detail: "an earlier attempt with this Idempotency-Key has no recorded outcome; check the downstream before retrying", Epoch: x.lease.Epoch})
 	default:
-		x.refuse(&reply.Reply{Status: fasthttp.StatusServiceUnavailable, Code: reply.CodeJournalUnavailable, Title: "journal unavailable",
+		x.refuse(&reply.Reply{Code: reply.CodeJournalUnavailable, Title: "journal unavailable",
 			Detail: fmt.Sprintf("the intent could not be recorded, so the write was not sent: %v", err), Epoch: x.lease.Epoch})
 	}
 }

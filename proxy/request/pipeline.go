@@ -44,7 +44,7 @@ func (p *Pipeline) Expect(ctx *fasthttp.RequestCtx, in Entry) int {
 	x := exchange{p: p, ctx: ctx, in: in}
 	if e := x.decide(); e != nil {
 		x.refuse(e)
-		return e.Status
+		return reply.StatusOf(e.Code)
 	}
 	return fasthttp.StatusContinue
 }
@@ -54,11 +54,11 @@ func (p *Pipeline) Expect(ctx *fasthttp.RequestCtx, in Entry) int {
 func (x *exchange) decide() *reply.Reply {
 	x.scan = scanRequest(&x.ctx.Request.Header)
 	if x.scan.hasCL > 1 || (x.scan.hasCL > 0 && x.scan.hasTE) {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "ambiguous message framing",
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "ambiguous message framing",
 			Detail: "a request may carry one Content-Length, or Transfer-Encoding, not both or several"}
 	}
 	if x.scan.upgrade {
-		return &reply.Reply{Status: fasthttp.StatusNotImplemented, Code: reply.CodeUpgrade, Title: "protocol upgrade not supported",
+		return &reply.Reply{Code: reply.CodeUpgrade, Title: "protocol upgrade not supported",
 			Detail: "the sidecar forwards HTTP/1.1 only; Upgrade (WebSocket, h2c) cannot be fenced. Use CONNECT to an allow-listed host"}
 	}
 	tgt, e := parseTarget(x.ctx, x.in, x.p.up.origins)
@@ -78,7 +78,7 @@ func (x *exchange) decide() *reply.Reply {
 		task = x.in.Task
 	}
 	if err != nil {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad task selection", Detail: err.Error()}
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "bad task selection", Detail: err.Error()}
 	}
 	x.task = task
 	x.write = isWrite(x.p.rules, string(x.ctx.Method()), x.tgt)
@@ -112,7 +112,7 @@ func (x *exchange) stamp() *reply.Reply {
 	x.tgt.setUpstream(req, ctx, x.in)
 	req.SetBodyRaw(ctx.Request.Body())
 	if len(x.scan.idemKey) > 1 {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad idempotency key", Detail: "repeated Idempotency-Key"}
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "bad idempotency key", Detail: "repeated Idempotency-Key"}
 	}
 	if len(x.scan.idemKey) == 1 {
 		// The worker's own key always passes unchanged (validated below
@@ -138,7 +138,7 @@ func (x *exchange) stamp() *reply.Reply {
 	if x.write {
 		key, origin, ok, err := x.p.idempotencyKey(&x.scan, l)
 		if err != nil {
-			return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad idempotency key", Detail: err.Error()}
+			return &reply.Reply{Code: reply.CodeBadRequest, Title: "bad idempotency key", Detail: err.Error()}
 		}
 		if !ok {
 			return x.p.Blocked(leases.ReasonLost, l, x.task, true)
@@ -155,16 +155,16 @@ func (p *Pipeline) ParseError(ctx *fasthttp.RequestCtx, err error) {
 	conns.MarkLinger(ctx.Conn())
 	var sizeErr *fasthttp.ErrSmallBuffer
 	var netErr net.Error
-	e := &reply.Reply{Status: fasthttp.StatusBadRequest, Code: reply.CodeBadRequest, Title: "malformed request", Detail: err.Error()}
+	e := &reply.Reply{Code: reply.CodeBadRequest, Title: "malformed request", Detail: err.Error()}
 	switch {
 	case errors.As(err, &sizeErr):
-		e = &reply.Reply{Status: fasthttp.StatusRequestHeaderFieldsTooLarge, Code: reply.CodeHeaderTooLarge,
+		e = &reply.Reply{Code: reply.CodeHeaderTooLarge,
 			Title: "request header too large", Detail: fmt.Sprintf("the header block exceeds %d bytes", p.cfg.MaxHeaderBytes)}
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		e = &reply.Reply{Status: fasthttp.StatusRequestEntityTooLarge, Code: reply.CodeTooLarge,
+		e = &reply.Reply{Code: reply.CodeTooLarge,
 			Title: "request body too large", Detail: fmt.Sprintf("the body exceeds %d bytes", p.cfg.MaxRequestBody)}
 	case errors.As(err, &netErr) && netErr.Timeout():
-		e = &reply.Reply{Status: fasthttp.StatusRequestTimeout, Code: reply.CodeRequestTimeout,
+		e = &reply.Reply{Code: reply.CodeRequestTimeout,
 			Title: "request not received in time", Detail: fmt.Sprintf("the whole request must arrive within %v", p.cfg.ReadTimeout)}
 	}
 	p.Refuse(ctx, e)

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/fencepost/fencepost/proxy/reply"
 )
 
@@ -84,7 +82,7 @@ func (p *Pipeline) RefuseSelfTarget(host, port string) *reply.Reply {
 }
 
 func selfTargetReply(what string) *reply.Reply {
-	return &reply.Reply{Status: fasthttp.StatusForbidden, Code: reply.CodeSelfTarget, Title: "target not allowed through the sidecar",
+	return &reply.Reply{Code: reply.CodeSelfTarget, Title: "target not allowed through the sidecar",
 		Detail: "the sidecar does not proxy to " + what + ": use the control API for lease operations"}
 }
 

@@ -59,27 +59,27 @@ func upstreamProblem(err error, stage upstreamStage, write bool, l leases.Ref, c
 	cutMidFlight := write && !l.Ticket.IsZero() && l.Ticket.MayWrite(cfg.Clock.Now()) != ""
 	switch {
 	case stage == stageRequest && errors.Is(err, errLeaseCut):
-		return &reply.Reply{Status: fasthttp.StatusConflict, Code: reply.CodeLeaseExpired, Title: "lease expired: write blocked",
+		return &reply.Reply{Code: reply.CodeLeaseExpired, Title: "lease expired: write blocked",
 			Detail: "the lease stopped being current before the write was sent; the upstream received no complete request",
 			Epoch:  l.Epoch, Blocked: true, Why: string(leases.ReasonExpired)}
 	case cutMidFlight:
-		return &reply.Reply{Status: fasthttp.StatusBadGateway, Code: reply.CodeLeaseLostMid, Title: "lease lost while the write was in flight",
+		return &reply.Reply{Code: reply.CodeLeaseLostMid, Title: "lease lost while the write was in flight",
 			Detail: "the upstream connection was closed when the lease stopped being current; the outcome is unknown, retry with the same Idempotency-Key under a new lease",
 			Epoch:  l.Epoch}
 	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &netErr) && netErr.Timeout():
-		return &reply.Reply{Status: fasthttp.StatusGatewayTimeout, Code: reply.CodeUpstreamTimeout, Title: "upstream timed out",
+		return &reply.Reply{Code: reply.CodeUpstreamTimeout, Title: "upstream timed out",
 			Detail: fmt.Sprintf("%s made no progress for %v", hostPort, cfg.UpstreamTimeout)}
 	case stage == stageRequest && errors.Is(err, fasthttp.ErrBodyTooLarge):
-		return &reply.Reply{Status: fasthttp.StatusBadGateway, Code: reply.CodeTooLarge, Title: "upstream response too large",
+		return &reply.Reply{Code: reply.CodeUpstreamTooLarge, Title: "upstream response too large",
 			Detail: fmt.Sprintf("the response exceeds %d bytes", cfg.MaxResponseBody)}
 	case tlsFailure(err) != "":
-		return &reply.Reply{Status: fasthttp.StatusBadGateway, Code: reply.CodeUpstreamTLS, Title: "upstream TLS verification failed",
+		return &reply.Reply{Code: reply.CodeUpstreamTLS, Title: "upstream TLS verification failed",
 			Detail: fmt.Sprintf("%s: %s (the sidecar never sends a request over an unverified connection)", hostPort, tlsFailure(err))}
 	case stage == stageBody:
-		return &reply.Reply{Status: fasthttp.StatusBadGateway, Code: reply.CodeUpstreamError, Title: "upstream response cut short",
+		return &reply.Reply{Code: reply.CodeUpstreamError, Title: "upstream response cut short",
 			Detail: fmt.Sprintf("%s: %v", hostPort, err)}
 	default:
-		return &reply.Reply{Status: fasthttp.StatusBadGateway, Code: reply.CodeUpstreamError, Title: "upstream request failed",
+		return &reply.Reply{Code: reply.CodeUpstreamError, Title: "upstream request failed",
 			Detail: fmt.Sprintf("%s: %v", hostPort, err)}
 	}
 }

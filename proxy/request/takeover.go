@@ -46,7 +46,7 @@ func (x *exchange) explainTakeover(body []byte) bool {
 		!bytes.Contains(body, []byte(fence.ProblemPayloadMismatch)) {
 		return false
 	}
-	reply.Problem(x.ctx, fasthttp.StatusUnprocessableEntity, reply.CodeWriteAlreadyPerformed, titleAlreadyPerformed,
+	reply.Problem(x.ctx, reply.CodeWriteAlreadyPerformed, titleAlreadyPerformed,
 		fmt.Sprintf("%s (key %s; the downstream answered: %s)", alreadyPerformed(x),
 			x.req.Header.Peek(fence.HeaderIdempotencyKey), downstreamSaid(x.resp.StatusCode(), body)), x.lease.Epoch)
 	return true

@@ -60,7 +60,7 @@ func parseTarget(ctx *fasthttp.RequestCtx, in Entry, origins originTable) (targe
 			if hasPrefixFold(raw, "https://") {
 				detail = httpsHint(raw)
 			}
-			return target{}, &reply.Reply{Status: 400, Code: reply.CodeNotProxyRequest, Title: "not a proxy request", Detail: detail}
+			return target{}, &reply.Reply{Code: reply.CodeNotProxyRequest, Title: "not a proxy request", Detail: detail}
 		}
 		rest := raw[len("http://"):]
 		end = bytes.IndexAny(rest, "/?#")
@@ -90,13 +90,13 @@ func parseTarget(ctx *fasthttp.RequestCtx, in Entry, origins originTable) (targe
 		return t, e
 	}
 	if len(raw) == 0 || raw[0] != '/' {
-		return target{}, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad request target",
+		return target{}, &reply.Reply{Code: reply.CodeBadRequest, Title: "bad request target",
 			Detail: "a request inside a tunnel must name an origin-form path, got " + reply.Quote(string(raw))}
 	}
 	host, _, err := SplitAuthority(string(ctx.Request.Header.Host()))
 	tunnelHost, _, terr := SplitAuthority(in.Authority)
 	if err != nil || terr != nil || host != tunnelHost {
-		return target{}, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "Host does not match the tunnel",
+		return target{}, &reply.Reply{Code: reply.CodeBadRequest, Title: "Host does not match the tunnel",
 			Detail: fmt.Sprintf("Host %s must name the CONNECT authority %s", reply.Quote(string(ctx.Request.Header.Host())), reply.Quote(in.Authority))}
 	}
 	path := raw
@@ -121,7 +121,7 @@ func parseTarget(ctx *fasthttp.RequestCtx, in Entry, origins originTable) (targe
 func finishTarget(ctx *fasthttp.RequestCtx, authority, both string, end, pathEnd int, origins originTable, forceTLS bool) (target, *reply.Reply) {
 	host, port, err := SplitAuthority(authority)
 	if err != nil {
-		return target{}, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "invalid host", Detail: err.Error()}
+		return target{}, &reply.Reply{Code: reply.CodeBadRequest, Title: "invalid host", Detail: err.Error()}
 	}
 	t := target{host: host, rawPath: "/"}
 	if pathEnd > end {

@@ -201,7 +201,7 @@ func (tn *Tunnels) capturedRefused(target, kind, why string) {
 func (ti *tunnelInfo) enterCaptured(ctx *fasthttp.RequestCtx) *reply.Reply {
 	uri := ctx.Request.Header.RequestURI()
 	if len(uri) == 0 || uri[0] != '/' {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad request target",
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "bad request target",
 			Detail: "a captured request must have an origin-form target (/path), got " + reply.Quote(string(uri))}
 	}
 	host := ctx.Request.Header.Host()
@@ -210,7 +210,7 @@ func (ti *tunnelInfo) enterCaptured(ctx *fasthttp.RequestCtx) *reply.Reply {
 	}
 	h, p, err := request.SplitAuthority(string(host))
 	if err != nil {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "missing or bad Host",
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "missing or bad Host",
 			Detail: "a captured request must name its host in the Host header: " + err.Error()}
 	}
 	if p == "" {

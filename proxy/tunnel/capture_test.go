@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
+
+	"github.com/fencepost/fencepost/proxy/reply"
 )
 
 // hello returns the first flight a TLS client sends for serverName.
@@ -74,5 +76,5 @@ func TestCapturedAuthorityFollowsEachHost(t *testing.T) {
 	var bad fasthttp.RequestCtx
 	bad.Request.SetRequestURI("http://x.example/w")
 	bad.Request.Header.SetHost("x.example")
-	require.Equal(t, 400, ti.enterCaptured(&bad).Status, "absolute-form on a captured connection")
+	require.Equal(t, reply.CodeBadRequest, ti.enterCaptured(&bad).Code, "absolute-form on a captured connection")
 }

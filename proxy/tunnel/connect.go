@@ -24,7 +24,7 @@ func (tn *Tunnels) connect(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
 	host, port, err := request.SplitAuthority(raw)
 	if err != nil || port == "" {
-		tn.req.Refuse(ctx, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad CONNECT target",
+		tn.req.Refuse(ctx, &reply.Reply{Code: reply.CodeBadRequest, Title: "bad CONNECT target",
 			Detail: "CONNECT needs host:port, got " + reply.Quote(raw)})
 		return
 	}
@@ -43,7 +43,7 @@ func (tn *Tunnels) connect(ctx *fasthttp.RequestCtx) {
 	}
 	task, serr := request.TaskOf(&ctx.Request.Header)
 	if serr != nil {
-		tn.req.Refuse(ctx, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad task selection", Detail: serr.Error()})
+		tn.req.Refuse(ctx, &reply.Reply{Code: reply.CodeBadRequest, Title: "bad task selection", Detail: serr.Error()})
 		return
 	}
 	t, untrack, blocked, err := tn.openBlind(task, hp, conns.DialTarget(hp))
@@ -53,7 +53,7 @@ func (tn *Tunnels) connect(ctx *fasthttp.RequestCtx) {
 	}
 	if err != nil {
 		tn.req.Count(request.DecisionForwarded)
-		reply.Problem(ctx, fasthttp.StatusBadGateway, reply.CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
+		reply.Problem(ctx, reply.CodeUpstreamError, "cannot reach CONNECT target", err.Error(), 0)
 		return
 	}
 	tn.running.Add(1)

@@ -72,7 +72,7 @@ func (tn *Tunnels) fencedTunnel(host, port, hp string) bool {
 func (tn *Tunnels) openFencedTunnel(ctx *fasthttp.RequestCtx, host, port string) {
 	task, err := request.TaskOf(&ctx.Request.Header)
 	if err != nil {
-		tn.req.Refuse(ctx, &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad task selection", Detail: err.Error()})
+		tn.req.Refuse(ctx, &reply.Reply{Code: reply.CodeBadRequest, Title: "bad task selection", Detail: err.Error()})
 		return
 	}
 	info := &tunnelInfo{host: host, port: port, task: task}
@@ -188,7 +188,7 @@ func (tn *Tunnels) handleTunneled(ctx *fasthttp.RequestCtx) {
 func (tn *Tunnels) expectTunneled(ctx *fasthttp.RequestCtx) int {
 	if e := tn.enterTunnel(ctx); e != nil {
 		tn.req.Refuse(ctx, e)
-		return e.Status
+		return reply.StatusOf(e.Code)
 	}
 	return tn.req.Expect(ctx, tunnelOf(ctx).entryOf(ctx))
 }
@@ -216,10 +216,10 @@ func (ti *tunnelInfo) entry() request.Entry {
 func (tn *Tunnels) enterTunnel(ctx *fasthttp.RequestCtx) *reply.Reply {
 	ti := tunnelOf(ctx)
 	if ti == nil {
-		return &reply.Reply{Status: 500, Code: reply.CodeBadRequest, Title: "not a tunnel", Detail: "internal: request without its tunnel"}
+		return &reply.Reply{Code: reply.CodeInternal, Title: "not a tunnel", Detail: "internal: request without its tunnel"}
 	}
 	if ctx.IsConnect() {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "CONNECT inside a tunnel", Detail: "a tunnel carries requests to its CONNECT target only"}
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "CONNECT inside a tunnel", Detail: "a tunnel carries requests to its CONNECT target only"}
 	}
 	if ti.captured && !ti.tls {
 		return ti.enterCaptured(ctx)
@@ -228,7 +228,7 @@ func (tn *Tunnels) enterTunnel(ctx *fasthttp.RequestCtx) *reply.Reply {
 	if len(uri) == 0 || uri[0] != '/' {
 		rest, ok := request.CutSchemeFold(uri)
 		if !ok {
-			return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "bad request target",
+			return &reply.Reply{Code: reply.CodeBadRequest, Title: "bad request target",
 				Detail: "inside a CONNECT tunnel send origin-form targets (/path), got " + reply.Quote(string(uri))}
 		}
 		end := bytes.IndexAny(rest, "/?#")
@@ -246,7 +246,7 @@ func (tn *Tunnels) enterTunnel(ctx *fasthttp.RequestCtx) *reply.Reply {
 	}
 	host := ctx.Request.Header.Host()
 	if len(host) == 0 {
-		return &reply.Reply{Status: 400, Code: reply.CodeBadRequest, Title: "missing Host", Detail: "a request inside a tunnel must name its host"}
+		return &reply.Reply{Code: reply.CodeBadRequest, Title: "missing Host", Detail: "a request inside a tunnel must name its host"}
 	}
 	return ti.checkAuthority(host, "Host header")
 }
@@ -257,7 +257,7 @@ func (ti *tunnelInfo) checkAuthority(a []byte, what string) *reply.Reply {
 	if err == nil && h == ti.host && (p == "" || p == ti.port) {
 		return nil
 	}
-	return &reply.Reply{Status: fasthttp.StatusMisdirectedRequest, Code: reply.CodeHostMismatch, Title: "host does not match the tunnel",
+	return &reply.Reply{Code: reply.CodeHostMismatch, Title: "host does not match the tunnel",
 		Detail: "the " + what + " " + reply.Quote(string(a)) + " does not name the CONNECT target " +
 			reply.Quote(net.JoinHostPort(strings.Trim(ti.host, "[]"), ti.port)) + ": a tunnel carries requests to its CONNECT target only"}
 }
@@ -270,7 +270,7 @@ func (tn *Tunnels) refuseConnect(ctx *fasthttp.RequestCtx, host, port, hp string
 	if port != "443" {
 		plain += ":" + port
 	}
-	tn.req.Refuse(ctx, &reply.Reply{Status: fasthttp.StatusForbidden, Code: reply.CodeConnectFenced, Title: "CONNECT to a fenced host",
+	tn.req.Refuse(ctx, &reply.Reply{Code: reply.CodeConnectFenced, Title: "CONNECT to a fenced host",
 		Detail: "the sidecar cannot stamp or block writes inside a TLS tunnel to " + hp +
 			" it does not intercept: list the host in intercept.hosts (the sidecar then reads every request with its own CA), or call " +
 			plain + " with " + hp + " in tls.originate (the sidecar speaks TLS upstream), or add " + hp + " to connect.allow for an unfenced tunnel"})

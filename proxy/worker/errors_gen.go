@@ -49,60 +49,68 @@ var (
 	ErrQuotaExceeded = &Kind{Code: "quota_exceeded", Status: 429, Retryable: true, LeaseLost: false, Doc: "quota exceeded"}
 	// ErrCheckpointSeqJump: checkpoint seq jumps too far (model, HTTP 409).
 	ErrCheckpointSeqJump = &Kind{Code: "checkpoint_seq_jump", Status: 409, Retryable: false, LeaseLost: false, Doc: "checkpoint seq jumps too far"}
-	// ErrBadRequest: bad request (sidecar).
-	ErrBadRequest = &Kind{Code: "bad-request", Status: 0, Retryable: false, LeaseLost: false, Doc: "bad request"}
-	// ErrClusterError: cluster error (sidecar).
-	ErrClusterError = &Kind{Code: "cluster-error", Status: 0, Retryable: true, LeaseLost: false, Doc: "cluster error"}
-	// ErrConnectFenced: connect fenced (sidecar).
-	ErrConnectFenced = &Kind{Code: "connect-fenced", Status: 0, Retryable: false, LeaseLost: false, Doc: "connect fenced"}
-	// ErrControlRefused: a control request refused before routing: not JSON, a Host that is not loopback, or a foreign Origin (controlGuard) (sidecar).
-	ErrControlRefused = &Kind{Code: "control-refused", Status: 0, Retryable: false, LeaseLost: false, Doc: "a control request refused before routing: not JSON, a Host that is not loopback, or a foreign Origin (controlGuard)"}
-	// ErrEffectInDoubt: effect in doubt (sidecar).
-	ErrEffectInDoubt = &Kind{Code: "effect-in-doubt", Status: 0, Retryable: false, LeaseLost: false, Doc: "effect in doubt"}
-	// ErrHeaderTooLarge: header too large (sidecar).
-	ErrHeaderTooLarge = &Kind{Code: "header-too-large", Status: 0, Retryable: false, LeaseLost: false, Doc: "header too large"}
-	// ErrHostMismatch: host mismatch (sidecar).
-	ErrHostMismatch = &Kind{Code: "host-mismatch", Status: 0, Retryable: false, LeaseLost: false, Doc: "host mismatch"}
-	// ErrJournalUnavailable: journal unavailable (sidecar).
-	ErrJournalUnavailable = &Kind{Code: "journal-unavailable", Status: 0, Retryable: true, LeaseLost: false, Doc: "journal unavailable"}
-	// ErrLeaseExpired: lease expired (sidecar).
-	ErrLeaseExpired = &Kind{Code: "lease-expired", Status: 0, Retryable: false, LeaseLost: true, Doc: "lease expired"}
-	// ErrLeaseLostInFlight: lease lost in flight (sidecar).
-	ErrLeaseLostInFlight = &Kind{Code: "lease-lost-in-flight", Status: 0, Retryable: false, LeaseLost: true, Doc: "lease lost in flight"}
-	// ErrLeaseRevoked: lease revoked (sidecar).
-	ErrLeaseRevoked = &Kind{Code: "lease-revoked", Status: 0, Retryable: false, LeaseLost: true, Doc: "lease revoked"}
-	// ErrLeaseSuspect: lease suspect (sidecar).
-	ErrLeaseSuspect = &Kind{Code: "lease-suspect", Status: 0, Retryable: false, LeaseLost: true, Doc: "lease suspect"}
-	// ErrLeaseWaiting: lease waiting (sidecar).
-	ErrLeaseWaiting = &Kind{Code: "lease-waiting", Status: 0, Retryable: false, LeaseLost: true, Doc: "lease waiting"}
-	// ErrMethodNotAllowed: method not allowed (sidecar).
-	ErrMethodNotAllowed = &Kind{Code: "method-not-allowed", Status: 0, Retryable: false, LeaseLost: false, Doc: "method not allowed"}
-	// ErrNoLease: no lease (sidecar).
-	ErrNoLease = &Kind{Code: "no-lease", Status: 0, Retryable: false, LeaseLost: true, Doc: "no lease"}
-	// ErrNoSession: no session (sidecar).
-	ErrNoSession = &Kind{Code: "no-session", Status: 0, Retryable: true, LeaseLost: false, Doc: "no session"}
-	// ErrNotFound: not found (sidecar).
-	ErrNotFound = &Kind{Code: "not-found", Status: 0, Retryable: false, LeaseLost: false, Doc: "not found"}
-	// ErrNotProxyRequest: not proxy request (sidecar).
-	ErrNotProxyRequest = &Kind{Code: "not-proxy-request", Status: 0, Retryable: false, LeaseLost: false, Doc: "not proxy request"}
-	// ErrRequestTimeout: request timeout (sidecar).
-	ErrRequestTimeout = &Kind{Code: "request-timeout", Status: 0, Retryable: false, LeaseLost: false, Doc: "request timeout"}
-	// ErrTargetForbidden: a proxied request aimed at the lease cluster or at one of the sidecar's own ports (refuseSelfTarget) (sidecar).
-	ErrTargetForbidden = &Kind{Code: "target-forbidden", Status: 0, Retryable: false, LeaseLost: false, Doc: "a proxied request aimed at the lease cluster or at one of the sidecar's own ports (refuseSelfTarget)"}
-	// ErrTaskAmbiguous: task ambiguous (sidecar).
-	ErrTaskAmbiguous = &Kind{Code: "task-ambiguous", Status: 0, Retryable: false, LeaseLost: false, Doc: "task ambiguous"}
-	// ErrTooLarge: too large (sidecar).
-	ErrTooLarge = &Kind{Code: "too-large", Status: 0, Retryable: false, LeaseLost: false, Doc: "too large"}
-	// ErrUpgradeUnsupported: upgrade unsupported (sidecar).
-	ErrUpgradeUnsupported = &Kind{Code: "upgrade-unsupported", Status: 0, Retryable: false, LeaseLost: false, Doc: "upgrade unsupported"}
-	// ErrUpstreamError: upstream error (sidecar).
-	ErrUpstreamError = &Kind{Code: "upstream-error", Status: 0, Retryable: false, LeaseLost: false, Doc: "upstream error"}
-	// ErrUpstreamTimeout: upstream timeout (sidecar).
-	ErrUpstreamTimeout = &Kind{Code: "upstream-timeout", Status: 0, Retryable: true, LeaseLost: false, Doc: "upstream timeout"}
-	// ErrUpstreamTls: upstream tls (sidecar).
-	ErrUpstreamTls = &Kind{Code: "upstream-tls", Status: 0, Retryable: false, LeaseLost: false, Doc: "upstream tls"}
-	// ErrWriteAlreadyPerformed: a previous owner already performed this write (same Idempotency-Key) with a different payload (sidecar).
-	ErrWriteAlreadyPerformed = &Kind{Code: "write-already-performed", Status: 0, Retryable: false, LeaseLost: false, Doc: "a previous owner already performed this write (same Idempotency-Key) with a different payload"}
+	// ErrBadRequest: bad request (sidecar, HTTP 400).
+	ErrBadRequest = &Kind{Code: "bad-request", Status: 400, Retryable: false, LeaseLost: false, Doc: "bad request"}
+	// ErrClusterError: cluster error (sidecar, HTTP 502).
+	ErrClusterError = &Kind{Code: "cluster-error", Status: 502, Retryable: true, LeaseLost: false, Doc: "cluster error"}
+	// ErrClusterTimeout: a control call's cluster round ran out of time (sidecar, HTTP 504).
+	ErrClusterTimeout = &Kind{Code: "cluster-timeout", Status: 504, Retryable: true, LeaseLost: false, Doc: "a control call's cluster round ran out of time"}
+	// ErrConnectFenced: connect fenced (sidecar, HTTP 403).
+	ErrConnectFenced = &Kind{Code: "connect-fenced", Status: 403, Retryable: false, LeaseLost: false, Doc: "connect fenced"}
+	// ErrControlNotJson: a control POST whose Content-Type is not application/json (which a cross-site form cannot send) (sidecar, HTTP 415).
+	ErrControlNotJson = &Kind{Code: "control-not-json", Status: 415, Retryable: false, LeaseLost: false, Doc: "a control POST whose Content-Type is not application/json (which a cross-site form cannot send)"}
+	// ErrControlRefused: a control request refused before routing: not JSON, a Host that is not loopback, or a foreign Origin (controlGuard) (sidecar, HTTP 403).
+	ErrControlRefused = &Kind{Code: "control-refused", Status: 403, Retryable: false, LeaseLost: false, Doc: "a control request refused before routing: not JSON, a Host that is not loopback, or a foreign Origin (controlGuard)"}
+	// ErrEffectInDoubt: effect in doubt (sidecar, HTTP 409).
+	ErrEffectInDoubt = &Kind{Code: "effect-in-doubt", Status: 409, Retryable: false, LeaseLost: false, Doc: "effect in doubt"}
+	// ErrHeaderTooLarge: header too large (sidecar, HTTP 431).
+	ErrHeaderTooLarge = &Kind{Code: "header-too-large", Status: 431, Retryable: false, LeaseLost: false, Doc: "header too large"}
+	// ErrHostMismatch: host mismatch (sidecar, HTTP 421).
+	ErrHostMismatch = &Kind{Code: "host-mismatch", Status: 421, Retryable: false, LeaseLost: false, Doc: "host mismatch"}
+	// ErrInternal: the sidecar broke one of its own rules (a bug) (sidecar, HTTP 500).
+	ErrInternal = &Kind{Code: "internal", Status: 500, Retryable: false, LeaseLost: false, Doc: "the sidecar broke one of its own rules (a bug)"}
+	// ErrJournalUnavailable: journal unavailable (sidecar, HTTP 503).
+	ErrJournalUnavailable = &Kind{Code: "journal-unavailable", Status: 503, Retryable: true, LeaseLost: false, Doc: "journal unavailable"}
+	// ErrLeaseExpired: lease expired (sidecar, HTTP 409).
+	ErrLeaseExpired = &Kind{Code: "lease-expired", Status: 409, Retryable: false, LeaseLost: true, Doc: "lease expired"}
+	// ErrLeaseLostInFlight: lease lost in flight (sidecar, HTTP 502).
+	ErrLeaseLostInFlight = &Kind{Code: "lease-lost-in-flight", Status: 502, Retryable: false, LeaseLost: true, Doc: "lease lost in flight"}
+	// ErrLeaseRevoked: lease revoked (sidecar, HTTP 409).
+	ErrLeaseRevoked = &Kind{Code: "lease-revoked", Status: 409, Retryable: false, LeaseLost: true, Doc: "lease revoked"}
+	// ErrLeaseSuspect: lease suspect (sidecar, HTTP 409).
+	ErrLeaseSuspect = &Kind{Code: "lease-suspect", Status: 409, Retryable: false, LeaseLost: true, Doc: "lease suspect"}
+	// ErrLeaseWaiting: lease waiting (sidecar, HTTP 409).
+	ErrLeaseWaiting = &Kind{Code: "lease-waiting", Status: 409, Retryable: false, LeaseLost: true, Doc: "lease waiting"}
+	// ErrMethodNotAllowed: method not allowed (sidecar, HTTP 405).
+	ErrMethodNotAllowed = &Kind{Code: "method-not-allowed", Status: 405, Retryable: false, LeaseLost: false, Doc: "method not allowed"}
+	// ErrNoLease: no lease (sidecar, HTTP 409).
+	ErrNoLease = &Kind{Code: "no-lease", Status: 409, Retryable: false, LeaseLost: true, Doc: "no lease"}
+	// ErrNoSession: no session (sidecar, HTTP 503).
+	ErrNoSession = &Kind{Code: "no-session", Status: 503, Retryable: true, LeaseLost: false, Doc: "no session"}
+	// ErrNotFound: not found (sidecar, HTTP 404).
+	ErrNotFound = &Kind{Code: "not-found", Status: 404, Retryable: false, LeaseLost: false, Doc: "not found"}
+	// ErrNotProxyRequest: not proxy request (sidecar, HTTP 400).
+	ErrNotProxyRequest = &Kind{Code: "not-proxy-request", Status: 400, Retryable: false, LeaseLost: false, Doc: "not proxy request"}
+	// ErrRequestTimeout: request timeout (sidecar, HTTP 408).
+	ErrRequestTimeout = &Kind{Code: "request-timeout", Status: 408, Retryable: false, LeaseLost: false, Doc: "request timeout"}
+	// ErrTargetForbidden: a proxied request aimed at the lease cluster or at one of the sidecar's own ports (refuseSelfTarget) (sidecar, HTTP 403).
+	ErrTargetForbidden = &Kind{Code: "target-forbidden", Status: 403, Retryable: false, LeaseLost: false, Doc: "a proxied request aimed at the lease cluster or at one of the sidecar's own ports (refuseSelfTarget)"}
+	// ErrTaskAmbiguous: task ambiguous (sidecar, HTTP 409).
+	ErrTaskAmbiguous = &Kind{Code: "task-ambiguous", Status: 409, Retryable: false, LeaseLost: false, Doc: "task ambiguous"}
+	// ErrTooLarge: the worker's request body exceeds max_request_body (sidecar, HTTP 413).
+	ErrTooLarge = &Kind{Code: "too-large", Status: 413, Retryable: false, LeaseLost: false, Doc: "the worker's request body exceeds max_request_body"}
+	// ErrUpgradeUnsupported: upgrade unsupported (sidecar, HTTP 501).
+	ErrUpgradeUnsupported = &Kind{Code: "upgrade-unsupported", Status: 501, Retryable: false, LeaseLost: false, Doc: "upgrade unsupported"}
+	// ErrUpstreamError: upstream error (sidecar, HTTP 502).
+	ErrUpstreamError = &Kind{Code: "upstream-error", Status: 502, Retryable: false, LeaseLost: false, Doc: "upstream error"}
+	// ErrUpstreamTimeout: upstream timeout (sidecar, HTTP 504).
+	ErrUpstreamTimeout = &Kind{Code: "upstream-timeout", Status: 504, Retryable: true, LeaseLost: false, Doc: "upstream timeout"}
+	// ErrUpstreamTls: upstream tls (sidecar, HTTP 502).
+	ErrUpstreamTls = &Kind{Code: "upstream-tls", Status: 502, Retryable: false, LeaseLost: false, Doc: "upstream tls"}
+	// ErrUpstreamTooLarge: the upstream's response body exceeds max_response_body (a bad gateway: the worker's request was fine) (sidecar, HTTP 502).
+	ErrUpstreamTooLarge = &Kind{Code: "upstream-too-large", Status: 502, Retryable: false, LeaseLost: false, Doc: "the upstream's response body exceeds max_response_body (a bad gateway: the worker's request was fine)"}
+	// ErrWriteAlreadyPerformed: a previous owner already performed this write (same Idempotency-Key) with a different payload (sidecar, HTTP 422).
+	ErrWriteAlreadyPerformed = &Kind{Code: "write-already-performed", Status: 422, Retryable: false, LeaseLost: false, Doc: "a previous owner already performed this write (same Idempotency-Key) with a different payload"}
 )
 
 // kinds finds a Kind by its code.
@@ -131,11 +139,14 @@ var kinds = map[string]*Kind{
 	"checkpoint_seq_jump":     ErrCheckpointSeqJump,
 	"bad-request":             ErrBadRequest,
 	"cluster-error":           ErrClusterError,
+	"cluster-timeout":         ErrClusterTimeout,
 	"connect-fenced":          ErrConnectFenced,
+	"control-not-json":        ErrControlNotJson,
 	"control-refused":         ErrControlRefused,
 	"effect-in-doubt":         ErrEffectInDoubt,
 	"header-too-large":        ErrHeaderTooLarge,
 	"host-mismatch":           ErrHostMismatch,
+	"internal":                ErrInternal,
 	"journal-unavailable":     ErrJournalUnavailable,
 	"lease-expired":           ErrLeaseExpired,
 	"lease-lost-in-flight":    ErrLeaseLostInFlight,
@@ -155,5 +166,6 @@ var kinds = map[string]*Kind{
 	"upstream-error":          ErrUpstreamError,
 	"upstream-timeout":        ErrUpstreamTimeout,
 	"upstream-tls":            ErrUpstreamTls,
+	"upstream-too-large":      ErrUpstreamTooLarge,
 	"write-already-performed": ErrWriteAlreadyPerformed,
 }

@@ -69,7 +69,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		problem(w, 415, "control-refused", "control requests must be sent with Content-Type: application/json")
+		problem(w, 415, "control-not-json", "control requests must be sent with Content-Type: application/json")
 		return
 	}
 	var b body

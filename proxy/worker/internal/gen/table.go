@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/proxy/reply"
 )
 
 // Row is one error code as every SDK sees it.
@@ -32,8 +33,8 @@ type Row struct {
 	Name string `json:"name"`
 	// Source is "model" (fence/lease) or "sidecar" (proxy).
 	Source string `json:"source"`
-	// Status is the HTTP status the code is always answered with; 0 when
-	// the sidecar uses it with several statuses.
+	// Status is the HTTP status the code is always answered with: the
+	// model's table's, or the sidecar's (package proxy/reply).
 	Status int `json:"status"`
 	// Retryable says the same call may succeed if repeated later.
 	Retryable bool `json:"retryable"`
@@ -49,6 +50,7 @@ type Row struct {
 var retryable = map[string]bool{
 	"no-session":          true,
 	"cluster-error":       true,
+	"cluster-timeout":     true,
 	"journal-unavailable": true,
 	"upstream-timeout":    true,
 	"quota_exceeded":      true,
@@ -90,6 +92,14 @@ func rows(root string) ([]Row, error) {
 	}
 	if len(side) == 0 {
 		return nil, fmt.Errorf("no Code* constants found under %s/proxy", root)
+	}
+	statuses := reply.Codes()
+	for i := range side {
+		st, ok := statuses[side[i].Code]
+		if !ok {
+			return nil, fmt.Errorf("sidecar code %q has no status in proxy/reply's table", side[i].Code)
+		}
+		side[i].Status = st
 	}
 	out = append(out, side...)
 	names := map[string]string{}

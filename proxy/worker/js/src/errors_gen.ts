@@ -243,6 +243,16 @@ export class ClusterErrorError extends ControlError {
   }
 }
 
+/** a control call's cluster round ran out of time (sidecar). */
+export class ClusterTimeoutError extends ControlError {
+  static readonly code = "cluster-timeout";
+  static readonly retryable = true;
+  constructor(p: ProblemBody) {
+    super(p, true);
+    this.name = "ClusterTimeoutError";
+  }
+}
+
 /** connect fenced (sidecar). */
 export class ConnectFencedError extends ControlError {
   static readonly code = "connect-fenced";
@@ -250,6 +260,16 @@ export class ConnectFencedError extends ControlError {
   constructor(p: ProblemBody) {
     super(p, false);
     this.name = "ConnectFencedError";
+  }
+}
+
+/** a control POST whose Content-Type is not application/json (which a cross-site form cannot send) (sidecar). */
+export class ControlNotJsonError extends ControlError {
+  static readonly code = "control-not-json";
+  static readonly retryable = false;
+  constructor(p: ProblemBody) {
+    super(p, false);
+    this.name = "ControlNotJsonError";
   }
 }
 
@@ -290,6 +310,16 @@ export class HostMismatchError extends ControlError {
   constructor(p: ProblemBody) {
     super(p, false);
     this.name = "HostMismatchError";
+  }
+}
+
+/** the sidecar broke one of its own rules (a bug) (sidecar). */
+export class InternalError extends ControlError {
+  static readonly code = "internal";
+  static readonly retryable = false;
+  constructor(p: ProblemBody) {
+    super(p, false);
+    this.name = "InternalError";
   }
 }
 
@@ -433,7 +463,7 @@ export class TaskAmbiguousError extends ControlError {
   }
 }
 
-/** too large (sidecar). */
+/** the worker's request body exceeds max_request_body (sidecar). */
 export class TooLargeError extends ControlError {
   static readonly code = "too-large";
   static readonly retryable = false;
@@ -483,6 +513,16 @@ export class UpstreamTlsError extends ControlError {
   }
 }
 
+/** the upstream's response body exceeds max_response_body (a bad gateway: the worker's request was fine) (sidecar). */
+export class UpstreamTooLargeError extends ControlError {
+  static readonly code = "upstream-too-large";
+  static readonly retryable = false;
+  constructor(p: ProblemBody) {
+    super(p, false);
+    this.name = "UpstreamTooLargeError";
+  }
+}
+
 /** a previous owner already performed this write (same Idempotency-Key) with a different payload (sidecar). */
 export class WriteAlreadyPerformedError extends ControlError {
   static readonly code = "write-already-performed";
@@ -519,11 +559,14 @@ export const kinds: Record<string, new (p: ProblemBody) => ControlError> = {
   "checkpoint_seq_jump": CheckpointSeqJumpError,
   "bad-request": BadRequestError,
   "cluster-error": ClusterErrorError,
+  "cluster-timeout": ClusterTimeoutError,
   "connect-fenced": ConnectFencedError,
+  "control-not-json": ControlNotJsonError,
   "control-refused": ControlRefusedError,
   "effect-in-doubt": EffectInDoubtError,
   "header-too-large": HeaderTooLargeError,
   "host-mismatch": HostMismatchError,
+  "internal": InternalError,
   "journal-unavailable": JournalUnavailableError,
   "lease-expired": LeaseExpiredError,
   "lease-lost-in-flight": LeaseLostInFlightError,
@@ -543,5 +586,6 @@ export const kinds: Record<string, new (p: ProblemBody) => ControlError> = {
   "upstream-error": UpstreamErrorError,
   "upstream-timeout": UpstreamTimeoutError,
   "upstream-tls": UpstreamTlsError,
+  "upstream-too-large": UpstreamTooLargeError,
   "write-already-performed": WriteAlreadyPerformedError,
 };

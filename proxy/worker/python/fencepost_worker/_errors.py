@@ -184,7 +184,7 @@ class BadRequest(ControlError):
     "bad request (sidecar)."
 
     code = "bad-request"
-    status = 0
+    status = 400
     retryable = False
 
 
@@ -192,7 +192,15 @@ class ClusterError(ControlError):
     "cluster error (sidecar)."
 
     code = "cluster-error"
-    status = 0
+    status = 502
+    retryable = True
+
+
+class ClusterTimeout(ControlError):
+    "a control call's cluster round ran out of time (sidecar)."
+
+    code = "cluster-timeout"
+    status = 504
     retryable = True
 
 
@@ -200,7 +208,15 @@ class ConnectFenced(ControlError):
     "connect fenced (sidecar)."
 
     code = "connect-fenced"
-    status = 0
+    status = 403
+    retryable = False
+
+
+class ControlNotJson(ControlError):
+    "a control POST whose Content-Type is not application/json (which a cross-site form cannot send) (sidecar)."
+
+    code = "control-not-json"
+    status = 415
     retryable = False
 
 
@@ -208,7 +224,7 @@ class ControlRefused(ControlError):
     "a control request refused before routing: not JSON, a Host that is not loopback, or a foreign Origin (controlGuard) (sidecar)."
 
     code = "control-refused"
-    status = 0
+    status = 403
     retryable = False
 
 
@@ -216,7 +232,7 @@ class EffectInDoubt(ControlError):
     "effect in doubt (sidecar)."
 
     code = "effect-in-doubt"
-    status = 0
+    status = 409
     retryable = False
 
 
@@ -224,7 +240,7 @@ class HeaderTooLarge(ControlError):
     "header too large (sidecar)."
 
     code = "header-too-large"
-    status = 0
+    status = 431
     retryable = False
 
 
@@ -232,7 +248,15 @@ class HostMismatch(ControlError):
     "host mismatch (sidecar)."
 
     code = "host-mismatch"
-    status = 0
+    status = 421
+    retryable = False
+
+
+class Internal(ControlError):
+    "the sidecar broke one of its own rules (a bug) (sidecar)."
+
+    code = "internal"
+    status = 500
     retryable = False
 
 
@@ -240,7 +264,7 @@ class JournalUnavailable(ControlError):
     "journal unavailable (sidecar)."
 
     code = "journal-unavailable"
-    status = 0
+    status = 503
     retryable = True
 
 
@@ -248,7 +272,7 @@ class LeaseExpired(LeaseLost):
     "lease expired (sidecar)."
 
     code = "lease-expired"
-    status = 0
+    status = 409
     retryable = False
 
 
@@ -256,7 +280,7 @@ class LeaseLostInFlight(LeaseLost):
     "lease lost in flight (sidecar)."
 
     code = "lease-lost-in-flight"
-    status = 0
+    status = 502
     retryable = False
 
 
@@ -264,7 +288,7 @@ class LeaseRevoked(LeaseLost):
     "lease revoked (sidecar)."
 
     code = "lease-revoked"
-    status = 0
+    status = 409
     retryable = False
 
 
@@ -272,7 +296,7 @@ class LeaseSuspect(LeaseLost):
     "lease suspect (sidecar)."
 
     code = "lease-suspect"
-    status = 0
+    status = 409
     retryable = False
 
 
@@ -280,7 +304,7 @@ class LeaseWaiting(LeaseLost):
     "lease waiting (sidecar)."
 
     code = "lease-waiting"
-    status = 0
+    status = 409
     retryable = False
 
 
@@ -288,7 +312,7 @@ class MethodNotAllowed(ControlError):
     "method not allowed (sidecar)."
 
     code = "method-not-allowed"
-    status = 0
+    status = 405
     retryable = False
 
 
@@ -296,7 +320,7 @@ class NoLease(LeaseLost):
     "no lease (sidecar)."
 
     code = "no-lease"
-    status = 0
+    status = 409
     retryable = False
 
 
@@ -304,7 +328,7 @@ class NoSession(ControlError):
     "no session (sidecar)."
 
     code = "no-session"
-    status = 0
+    status = 503
     retryable = True
 
 
@@ -312,7 +336,7 @@ class NotFound(ControlError):
     "not found (sidecar)."
 
     code = "not-found"
-    status = 0
+    status = 404
     retryable = False
 
 
@@ -320,7 +344,7 @@ class NotProxyRequest(ControlError):
     "not proxy request (sidecar)."
 
     code = "not-proxy-request"
-    status = 0
+    status = 400
     retryable = False
 
 
@@ -328,7 +352,7 @@ class RequestTimeout(ControlError):
     "request timeout (sidecar)."
 
     code = "request-timeout"
-    status = 0
+    status = 408
     retryable = False
 
 
@@ -336,7 +360,7 @@ class TargetForbidden(ControlError):
     "a proxied request aimed at the lease cluster or at one of the sidecar's own ports (refuseSelfTarget) (sidecar)."
 
     code = "target-forbidden"
-    status = 0
+    status = 403
     retryable = False
 
 
@@ -344,15 +368,15 @@ class TaskAmbiguous(ControlError):
     "task ambiguous (sidecar)."
 
     code = "task-ambiguous"
-    status = 0
+    status = 409
     retryable = False
 
 
 class TooLarge(ControlError):
-    "too large (sidecar)."
+    "the worker's request body exceeds max_request_body (sidecar)."
 
     code = "too-large"
-    status = 0
+    status = 413
     retryable = False
 
 
@@ -360,7 +384,7 @@ class UpgradeUnsupported(ControlError):
     "upgrade unsupported (sidecar)."
 
     code = "upgrade-unsupported"
-    status = 0
+    status = 501
     retryable = False
 
 
@@ -368,7 +392,7 @@ class UpstreamError(ControlError):
     "upstream error (sidecar)."
 
     code = "upstream-error"
-    status = 0
+    status = 502
     retryable = False
 
 
@@ -376,7 +400,7 @@ class UpstreamTimeout(ControlError):
     "upstream timeout (sidecar)."
 
     code = "upstream-timeout"
-    status = 0
+    status = 504
     retryable = True
 
 
@@ -384,7 +408,15 @@ class UpstreamTls(ControlError):
     "upstream tls (sidecar)."
 
     code = "upstream-tls"
-    status = 0
+    status = 502
+    retryable = False
+
+
+class UpstreamTooLarge(ControlError):
+    "the upstream's response body exceeds max_response_body (a bad gateway: the worker's request was fine) (sidecar)."
+
+    code = "upstream-too-large"
+    status = 502
     retryable = False
 
 
@@ -392,7 +424,7 @@ class WriteAlreadyPerformed(ControlError):
     "a previous owner already performed this write (same Idempotency-Key) with a different payload (sidecar)."
 
     code = "write-already-performed"
-    status = 0
+    status = 422
     retryable = False
 
 
@@ -421,11 +453,14 @@ KINDS = {
     "checkpoint_seq_jump": CheckpointSeqJump,
     "bad-request": BadRequest,
     "cluster-error": ClusterError,
+    "cluster-timeout": ClusterTimeout,
     "connect-fenced": ConnectFenced,
+    "control-not-json": ControlNotJson,
     "control-refused": ControlRefused,
     "effect-in-doubt": EffectInDoubt,
     "header-too-large": HeaderTooLarge,
     "host-mismatch": HostMismatch,
+    "internal": Internal,
     "journal-unavailable": JournalUnavailable,
     "lease-expired": LeaseExpired,
     "lease-lost-in-flight": LeaseLostInFlight,
@@ -445,6 +480,7 @@ KINDS = {
     "upstream-error": UpstreamError,
     "upstream-timeout": UpstreamTimeout,
     "upstream-tls": UpstreamTls,
+    "upstream-too-large": UpstreamTooLarge,
     "write-already-performed": WriteAlreadyPerformed,
 }
 
@@ -473,11 +509,14 @@ __all__ = [
     "CheckpointSeqJump",
     "BadRequest",
     "ClusterError",
+    "ClusterTimeout",
     "ConnectFenced",
+    "ControlNotJson",
     "ControlRefused",
     "EffectInDoubt",
     "HeaderTooLarge",
     "HostMismatch",
+    "Internal",
     "JournalUnavailable",
     "LeaseExpired",
     "LeaseLostInFlight",
@@ -497,5 +536,6 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeout",
     "UpstreamTls",
+    "UpstreamTooLarge",
     "WriteAlreadyPerformed",
 ]
