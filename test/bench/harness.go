@@ -221,17 +221,18 @@ func fpRaftTimeouts(bin string) (hb, el time.Duration) {
 }
 
 // proxies runs workload 5: direct, the fencepost sidecar, nginx and squid
-// in front of one upstream.
+// in front of one upstream; in the TLS pass the upstream speaks HTTPS and
+// squid sits out (proxytls.go says what TLS means here).
 func (h *harness) proxies() {
-	up, upAddr, err := startUpstream(h.dir, &h.ps)
+	up, upAddr, upTLS, err := startProxyUpstream(h.dir, &h.ps)
 	if err != nil {
 		h.skip(wlProxy, err)
 		return
 	}
 	defer up.stop(syscall.SIGTERM, 5*time.Second)
-	targets := []httpTarget{{name: pathDirect, addr: upAddr}}
+	targets := []httpTarget{{name: pathDirect, addr: upAddr, tls: upTLS.directTLS()}}
 	if h.fp != nil && hasSubcommand(h.fpBin, "sidecar") {
-		p, addr, err := startSidecar(h.fpBin, h.dir, upAddr, h.fp.endpoints(), &h.ps)
+		p, addr, err := startSidecar(h.fpBin, h.dir, upAddr, h.fp.endpoints(), upTLS, &h.ps)
 		if err != nil {
 			h.skip("fencepost sidecar", err)
 		} else {
@@ -240,12 +241,16 @@ func (h *harness) proxies() {
 	} else {
 		h.skip("fencepost sidecar", fmt.Errorf("no cluster or no sidecar subcommand"))
 	}
-	if p, addr, err := startNginx(h.dir, upAddr, &h.ps); err != nil {
+	if p, addr, err := startNginx(h.dir, upAddr, upTLS, &h.ps); err != nil {
 		h.skip(pathNginx, err)
 	} else {
 		targets = append(targets, httpTarget{name: pathNginx, addr: addr, proc: p, tree: true})
 	}
-	if p, addr, err := startSquid(h.dir, &h.ps); err != nil {
+	if upTLS != nil {
+		h.res.Notes = append(h.res.Notes, "Workload 5 with TLS: the upstream serves HTTPS and the sidecar (tls.originate) and nginx "+
+			"(proxy_pass https://, verified, session reuse) originate TLS to it; the worker's leg stays plain HTTP on loopback; "+
+			"direct is HTTPS to the upstream; squid is not run (it cannot originate TLS for an http:// request without a rewrite).")
+	} else if p, addr, err := startSquid(h.dir, &h.ps); err != nil {
 		h.skip(pathSquid, err)
 	} else {
 		targets = append(targets, httpTarget{name: pathSquid, addr: addr, absolute: true, proc: p, tree: true})

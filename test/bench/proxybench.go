@@ -108,16 +108,23 @@ func rotate(ts []httpTarget, k int) []httpTarget {
 
 // startSidecar runs "fencepost sidecar" in one-task mode: it opens a
 // session, acquires task (profile bench) and heartbeats for it, so the
-// proxy forwards writes. It is ready once a POST through it succeeds.
-func startSidecar(bin, dir, upstream string, cluster []string, ps *ports) (*proc, string, error) {
+// proxy forwards writes. With up set it originates TLS to the upstream
+// (tls.originate); in the TLS pass it reaches the cluster over TLS with a
+// sidecar certificate. It is ready once a POST through it succeeds.
+func startSidecar(bin, dir, upstream string, cluster []string, up *upstreamTLS, ps *ports) (*proc, string, error) {
 	d := filepath.Join(dir, "sidecar")
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return nil, "", err
 	}
 	proxyAddr := fmt.Sprintf("127.0.0.1:%d", ps.next())
 	control := fmt.Sprintf("127.0.0.1:%d", ps.next())
-	conf := fmt.Sprintf("cluster: [%s]\nworker_id: bench-worker\nproxy_addr: %s\ncontrol_addr: %s\ntask: sidecar-task-%d\nprofile: %s\nlog:\n  level: warn\n",
-		strings.Join(cluster, ", "), proxyAddr, control, time.Now().UnixNano(), benchProfile)
+	worker := "bench-worker"
+	if sec != nil {
+		worker = benchSidecar // the name its cluster certificate carries
+	}
+	conf := fmt.Sprintf("cluster: [%s]\nworker_id: %s\nproxy_addr: %s\ncontrol_addr: %s\ntask: sidecar-task-%d\nprofile: %s\nlog:\n  level: warn\n",
+		strings.Join(cluster, ", "), worker, proxyAddr, control, time.Now().UnixNano(), benchProfile)
+	conf += up.sidecarTLS(upstream) + sec.sidecarClusterTLS()
 	cf := filepath.Join(d, "sidecar.yaml")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		return nil, "", err

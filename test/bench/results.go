@@ -60,11 +60,14 @@ type Results struct {
 	Skipped  []string `json:"skipped,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
 	Seconds  float64  `json:"seconds"`
-	// Rounds is how many plaintext/TLS pass pairs a --tls run made.
+	// Rounds is how many plaintext/TLS pass pairs the run made.
 	Rounds int `json:"tlsRounds,omitempty"`
-	// TLS is the TLS pass of a --tls run; this run is then its plaintext
+	// TLS is the TLS pass of the run; this run is then its plaintext
 	// pass.
 	TLS *Results `json:"tls,omitempty"`
+	// TLSSectionOnly marks a --tls run, which rewrites only the TLS
+	// section of BENCHMARKS.md.
+	TLSSectionOnly bool `json:"tlsSectionOnly,omitempty"`
 }
 
 // add records a raw run.

@@ -130,8 +130,9 @@ func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 // TLS, TLS, plain, ...), so the machine's drift hits both modes alike. Each pass runs
 // its share of the repetitions; h.res collects the plaintext runs and
 // h.res.TLS the TLS runs. Clusters are started by the same code in both
-// modes; only sec differs.
-func (h *harness) tlsRounds(rounds int) error {
+// modes; only sec differs. The plaintext passes run h.only, the TLS
+// passes tlsOnly (nil: every workload).
+func (h *harness) tlsRounds(rounds int, tlsOnly map[string]bool) error {
 	base := h.plan
 	h.plan.Reps = (base.Reps + rounds - 1) / rounds
 	h.plan.FailoverReps = (base.FailoverReps + rounds - 1) / rounds
@@ -159,7 +160,11 @@ func (h *harness) tlsRounds(rounds int) error {
 				sec = m
 			}
 			logf("round %d of %d, %s", r, rounds, [2]string{"plaintext", "TLS"}[i])
-			p := &harness{plan: h.plan, res: res, root: h.root, dir: dir, only: h.only, prebuilt: h.prebuilt, ps: h.ps}
+			only := h.only
+			if i == 1 {
+				only = tlsOnly
+			}
+			p := &harness{plan: h.plan, res: res, root: h.root, dir: dir, only: only, prebuilt: h.prebuilt, ps: h.ps}
 			saved := sec
 			if i == 0 {
 				sec = nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -37,6 +38,9 @@ type httpTarget struct {
 	absolute bool
 	proc     *proc // the proxy process, for RSS; nil for direct
 	tree     bool  // RSS includes the process's children (nginx workers)
+	// tls, when set, is the load generator's TLS to addr: only direct
+	// in the TLS pass, where the upstream speaks HTTPS (proxyTLS).
+	tls *tls.Config
 }
 
 // request builds the raw bytes of one request to t. upstream is the
@@ -61,6 +65,7 @@ func (t httpTarget) request(method, upstream string, body []byte) []byte {
 // prebuilt request and parses the response with fasthttp's parser.
 type rawConn struct {
 	addr string
+	tls  *tls.Config // nil: plain TCP
 	c    net.Conn
 	br   *bufio.Reader
 	resp fasthttp.Response
@@ -73,6 +78,15 @@ func (rc *rawConn) roundTrip(req []byte) error {
 		c, err := net.DialTimeout("tcp", rc.addr, 2*time.Second)
 		if err != nil {
 			return err
+		}
+		if rc.tls != nil {
+			tc := tls.Client(c, rc.tls)
+			_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+			if err := tc.Handshake(); err != nil {
+				c.Close()
+				return err
+			}
+			c = tc
 		}
 		rc.c, rc.br = c, bufio.NewReaderSize(c, 16<<10)
 	}
@@ -108,7 +122,7 @@ func (rc *rawConn) close() {
 func httpLoad(t httpTarget, req []byte, c int, rate float64, d time.Duration) (Measure, float64) {
 	conns := make([]*rawConn, c)
 	for i := range conns {
-		conns[i] = &rawConn{addr: t.addr}
+		conns[i] = &rawConn{addr: t.addr, tls: t.tls}
 	}
 	defer func() {
 		for _, rc := range conns {
@@ -182,8 +196,10 @@ func startUpstream(dir string, ps *ports) (*proc, string, error) {
 }
 
 // startNginx runs nginx as a reverse proxy to upstream with a keep-alive
-// pool to it, one worker per core, access log off.
-func startNginx(dir, upstream string, ps *ports) (*proc, string, error) {
+// pool to it, one worker per core, access log off. With up set the
+// upstream speaks HTTPS and nginx originates TLS to it, verified and with
+// session reuse, as the sidecar does (proxyTLS).
+func startNginx(dir, upstream string, up *upstreamTLS, ps *ports) (*proc, string, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", ps.next())
 	d := filepath.Join(dir, "nginx")
 	if err := os.MkdirAll(d, 0o755); err != nil {
@@ -208,13 +224,13 @@ http {
   server {
     listen %[3]s reuseport;
     location / {
-      proxy_pass http://origin;
+      proxy_pass %[4]s;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-    }
+%[5]s    }
   }
 }
-`, d, upstream, addr)
+`, d, upstream, addr, up.nginxPass(), up.nginxTLS())
 	cf := filepath.Join(d, "nginx.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		return nil, "", err
