@@ -28,6 +28,11 @@ func canonicalHost(host string) canonHost {
 	for strings.HasSuffix(h, ".") {
 		h = h[:len(h)-1]
 	}
+	if !mayBeIP(h) {
+		// A name: no parse (a failed one allocates its error), which
+		// made the guard cost 4 allocations per request to a named host.
+		return canonHost{name: h}
+	}
 	if a, err := netip.ParseAddr(h); err == nil {
 		return canonHost{name: h, ip: a.Unmap().WithZone("")}
 	}
@@ -35,6 +40,19 @@ func canonicalHost(host string) canonHost {
 		return canonHost{name: h, ip: a}
 	}
 	return canonHost{name: h}
+}
+
+// mayBeIP reports whether h (lower-case) could be an address in any
+// spelling netip or inet_aton reads: only digits, hex letters, "x",
+// dots and colons. Any other byte makes it a name.
+func mayBeIP(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == 'x' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return h != ""
 }
 
 // local reports whether the host names this machine: "localhost" or a

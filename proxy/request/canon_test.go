@@ -18,7 +18,7 @@ func TestCanonicalHostReadsEveryIPv4Spelling(t *testing.T) {
 		require.True(t, c.ip.IsValid(), in)
 		require.Equal(t, want, c.ip.String(), in)
 	}
-	for _, name := range []string{"example.com", "1.2.3.4.5", "256.1.1.1", "1.256.1.1", "09", "0x1g", "a.b", "1.2.3.4294967296"} {
+	for _, name := range []string{"example.com", "cafe.bad", "face", "api.example.com", "1.2.3.4.5", "256.1.1.1", "1.256.1.1", "09", "0x1g", "a.b", "1.2.3.4294967296"} {
 		require.False(t, canonicalHost(name).ip.IsValid(), name)
 	}
 	require.Equal(t, "localhost", canonicalHost("LocalHost..").name)

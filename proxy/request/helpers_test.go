@@ -42,7 +42,7 @@ func testSettings(t testing.TB, clk *proxytest.Clock) Settings {
 
 // newTestPath starts a keeper whose leases are valid for validFor and
 // builds a request path over it; both stop with the test.
-func newTestPath(t *testing.T, validFor time.Duration) *testPath {
+func newTestPath(t testing.TB, validFor time.Duration) *testPath {
 	t.Helper()
 	clk := proxytest.NewClock()
 	fc := proxytest.NewCluster()
@@ -74,7 +74,7 @@ func newTestPath(t *testing.T, validFor time.Duration) *testPath {
 }
 
 // acquire takes the lease of task.
-func (tp *testPath) acquire(t *testing.T, task string) {
+func (tp *testPath) acquire(t testing.TB, task string) {
 	t.Helper()
 	_, err := tp.k.Acquire(t.Context(), task, false, api.AcquireRequest{Create: true})
 	require.NoError(t, err)
