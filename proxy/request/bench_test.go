@@ -77,9 +77,9 @@ func BenchmarkLogForwarded(b *testing.B) {
 	for _, lvl := range []zapcore.Level{zap.InfoLevel, zap.WarnLevel} {
 		b.Run(lvl.String(), func(b *testing.B) {
 			core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), lvl)
-			p := *tp.p
-			p.log = zap.New(core).Named("sidecar")
-			x.p = &p
+			saved := tp.p.log
+			tp.p.log = zap.New(core).Named("sidecar")
+			b.Cleanup(func() { tp.p.log = saved })
 			b.ReportAllocs()
 			for b.Loop() {
 				x.logForwarded(200)
