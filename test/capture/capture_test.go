@@ -34,6 +34,9 @@ import (
 // insideEnv names the namespace a re-run of this test binary runs in.
 const insideEnv = "CAPTURE_E2E_NETNS"
 
+// binaryEnv carries the fencepost binary built outside into the re-run.
+const binaryEnv = "CAPTURE_E2E_BINARY"
+
 // sidecarUID is the uid the sidecar runs as, excluded from capture as
 // the pod's sidecar is (unique to this test; no other process uses it).
 const sidecarUID = 4248
@@ -50,14 +53,8 @@ func TestMain(m *testing.M) {
 // in a namespace of its own (a re-run of this binary under ip netns exec),
 // so nothing it installs touches the host.
 func TestWorkerIgnoringProxiesIsFenced(t *testing.T) {
-	if os.Getenv(insideEnv) == "" {
-		ns := netns.New(t, "fpcape2e")
-		bin := netfault.Binary(t)
-		cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^TestWorkerIgnoringProxiesIsFenced$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), insideEnv+"="+ns.Name, "CAPTURE_E2E_BINARY="+bin)
-		out, err := cmd.CombinedOutput()
-		t.Logf("inside namespace %s:\n%s", ns.Name, out)
-		require.NoError(t, err, "the test failed inside its namespace")
+	if !netns.Inside(insideEnv) {
+		netns.Reexec(t, "fpcape2e", insideEnv, binaryEnv+"="+netfault.Binary(t))
 		return
 	}
 	inside(t)
@@ -68,7 +65,7 @@ func inside(t *testing.T) {
 	defer cancel()
 	dir := sharedDir(t)
 	bin := filepath.Join(dir, "fencepost")
-	copyFile(t, os.Getenv("CAPTURE_E2E_BINARY"), bin)
+	copyFile(t, os.Getenv(binaryEnv), bin)
 
 	cl, err := scenario.StartCluster(ctx, scenario.ClusterConfig{Nodes: 1, Dir: t.TempDir(), TTL: 3 * time.Second})
 	require.NoError(t, err)
