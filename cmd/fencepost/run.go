@@ -82,6 +82,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *captureUID >= 0 && !*captured {
 		return usageError(stderr, "run", "--capture-uid applies only with --capture")
 	}
+	if *captured {
+		// First: without the privilege nothing else matters.
+		if err := capture.CheckPrivileges(); err != nil {
+			return usageError(stderr, "run", "--capture: "+err.Error())
+		}
+	}
 	cfg, code := loadRole[*config.Sidecar](config.RoleSidecar, flags, "run", stderr)
 	if code != exitOK {
 		return code

@@ -23,7 +23,7 @@ const resolvConf = "/etc/resolv.conf"
 
 // errRunCapture wraps the reasons fencepost run --capture refuses to start
 // before anything is installed: each is a one-line usage error (exit 2).
-var errRunCapture = errors.New("run --capture")
+var errRunCapture = errors.New("--capture")
 
 // childCapture is fencepost run --capture: the uid the child runs as and the
 // rules that capture only that uid's connections. The run process is the
@@ -39,15 +39,12 @@ type childCapture struct {
 	log      *zap.Logger
 }
 
-// prepareRunCapture checks, before the sidecar starts, that this process
-// may capture a child (root with NET_ADMIN), resolves the child's uid
+// prepareRunCapture, before the sidecar starts and once the caller has
+// checked the privileges (capture.CheckPrivileges), resolves the child's uid
 // (--capture-uid, else capture.worker_uid, else capture.DefaultRunWorkerUID)
 // and turns the transparent listener on (capture.listen, an ephemeral
 // loopback port when unset).
 func prepareRunCapture(cfg *config.Sidecar, uidFlag int, log *zap.Logger) (*childCapture, error) {
-	if err := capture.CheckPrivileges(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errRunCapture, err)
-	}
 	uid := capture.DefaultRunWorkerUID
 	switch {
 	case uidFlag >= 0:
