@@ -32,7 +32,7 @@ type Capture struct {
 	// SidecarUID is the uid the sidecar runs as: never captured.
 	SidecarUID int `yaml:"sidecar_uid" doc:"fencepost capture: uid the sidecar runs as; its own connections are never redirected"`
 	// WorkerUID, when set, limits capture to that uid.
-	WorkerUID int `yaml:"worker_uid" doc:"fencepost capture: capture only this uid's connections (0: every uid but sidecar_uid)"`
+	WorkerUID int `yaml:"worker_uid" doc:"fencepost capture: capture only this uid's connections (0: every uid but sidecar_uid); fencepost run --capture: the child's uid when set"`
 	// Backend is the iptables backend.
 	Backend string `yaml:"backend" doc:"fencepost capture: iptables backend: auto (detect), nft or legacy"`
 }

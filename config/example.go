@@ -225,7 +225,7 @@ capture:
   exclude_cidrs: []            # never captured, e.g. [10.96.0.0/12]; cluster endpoints and loopback always
   block_udp_ports: ["443"]     # UDP refused to captured uids: QUIC falls back to (captured) TCP; [] leaves UDP alone
   sidecar_uid: 1337            # the sidecar's uid: its own connections are never captured
-  worker_uid: 0                # >0: capture only this uid (a local worker); 0: every uid but sidecar_uid
+  worker_uid: 0                # >0: capture only this uid (a local worker; fencepost run --capture starts its child as it); 0: every uid but sidecar_uid
   backend: auto                # iptables backend: auto, nft or legacy
 
 limits:
