@@ -90,6 +90,16 @@ done`, dir, up.url())
 	}
 	up.mu.Unlock()
 
+	// A second run under the same uid is refused and leaves the first's
+	// rules alone.
+	before := taggedRules(t, tag)
+	second := slices.Concat(dev.sidecarArgs(t, bin, dir), []string{"--task", "run-t9", "--proxy-addr", freeAddr(t), "--control-addr", freeAddr(t),
+		"--capture", "--capture-uid", strconv.Itoa(childUID), "--", "true"})
+	out, code = runAs(t, 0, bin, append([]string{"run"}, second...)...)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "already has capture rules")
+	require.Equal(t, before, taggedRules(t, tag), "the refused run did not touch the first run's rules")
+
 	// Another uid is not captured, and may not use the listener itself.
 	out, code = runAs(t, strangerUID, "curl", "-sS", "--noproxy", "*", "-X", "POST", "-d", "x", direct.url()+"/stranger")
 	require.Equal(t, 0, code, out)
@@ -120,14 +130,30 @@ done`, dir, up.url())
 	require.Equal(t, 128+int(syscall.SIGKILL), run.wait(t))
 	require.Empty(t, taggedRules(t, tag), "no rule left after the child was killed")
 
-	// A normal exit, under the default uid.
+	// A normal exit, under the default uid, over IPv4 and (where the
+	// kernel has it) IPv6 loopback.
 	defaultTag := "fencepost-run-1338"
-	once := []string{"--", "curl", "-sS", "--noproxy", "*", "-X", "POST", "-d", "x", up.url() + "/once"}
+	var (
+		script string
+		up6    *recorder
+	)
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		_ = ln.Close()
+		up6 = startRecorder(t, "[::1]", nil)
+		script = fmt.Sprintf(`set -e; curl -sS --noproxy '*' -X POST -d x %s/once; curl -sS --noproxy '*' -g -X POST -d x %s/once6`, up.url(), up6.url())
+	} else {
+		t.Log("no IPv6 loopback here: IPv6 capture of a run not exercised")
+		script = fmt.Sprintf(`set -e; curl -sS --noproxy '*' -X POST -d x %s/once`, up.url())
+	}
 	args := append(dev.sidecarArgs(t, bin, dir), "--task", "run-t2", "--proxy-addr", freeAddr(t), "--control-addr", freeAddr(t), "--capture")
-	out, code = runAs(t, 0, bin, slices.Concat([]string{"run"}, args, once)...)
+	out, code = runAs(t, 0, bin, slices.Concat([]string{"run"}, args, []string{"--", "sh", "-c", script})...)
 	require.Equal(t, 0, code, out)
 	require.Equal(t, "/once", up.last().path)
 	require.Len(t, up.last().tokens, 1, "stamped exactly once under the default uid too")
+	if up6 != nil {
+		require.Equal(t, "/once6", up6.last().path)
+		require.Len(t, up6.last().tokens, 1, "IPv6: stamped exactly once")
+	}
 	require.Empty(t, taggedRules(t, defaultTag), "no rule left after a normal exit")
 
 	// SIGTERM to the run: forwarded, the child ends, the rules go.
@@ -146,6 +172,17 @@ done`, dir, up.url())
 	out, code = runAs(t, 0, bin, slices.Concat([]string{"run"}, args, []string{"--", filepath.Join(dir, "no-such-worker")})...)
 	require.Equal(t, 127, code, out)
 	require.Empty(t, taggedRules(t, tag), "no rule left after a failed start")
+
+	// The run itself SIGKILLed cannot clean up: fencepost capture --remove
+	// for the uid takes its rules out.
+	require.NoError(t, os.Remove(filepath.Join(dir, "child.pid")))
+	run = startRun(t, bin, dir, "run-sigkill", slices.Concat(args, []string{"--", "sh", "-c", waiter})...)
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "child.pid")); return err == nil }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, run.cmd.Process.Kill()) // by its pid; the child dies with it (Pdeathsig)
+	run.wait(t)
+	require.NotEmpty(t, taggedRules(t, tag), "a SIGKILLed run leaves its rules")
+	runOK(t, bin, "capture", "--remove", "--capture-worker-uid", strconv.Itoa(childUID))
+	require.Empty(t, taggedRules(t, tag), "capture --remove for the uid took them out")
 }
 
 // devCluster is a fencepost dev the test started, with its certificates.
