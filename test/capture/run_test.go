@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/proxy/mitm"
 	"github.com/fencepost/fencepost/test/netfault"
 	"github.com/fencepost/fencepost/test/netns"
 )
@@ -130,26 +132,34 @@ done`, dir, up.url())
 	require.Equal(t, 128+int(syscall.SIGKILL), run.wait(t))
 	require.Empty(t, taggedRules(t, tag), "no rule left after the child was killed")
 
-	// A normal exit, under the default uid, over IPv4 and (where the
-	// kernel has it) IPv6 loopback.
+	// A normal exit, under the default uid: HTTP over IPv4 and (where the
+	// kernel has it) IPv6 loopback, and HTTPS intercepted, the child
+	// trusting the run's CA through the CURL_CA_BUNDLE the run sets.
 	defaultTag := "fencepost-run-1338"
-	var (
-		script string
-		up6    *recorder
-	)
+	ca, err := mitm.New(mitm.Config{Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "upstream-ca.pem")
+	require.NoError(t, os.WriteFile(caFile, ca.CertPEM(), 0o644))
+	leaf, err := ca.Leaf("127.0.0.1")
+	require.NoError(t, err)
+	secure := startRecorder(t, "127.0.0.1", &tls.Config{Certificates: []tls.Certificate{*leaf}})
+	script := fmt.Sprintf(`set -e; curl -sS --noproxy '*' -X POST -d x %s/once; curl -sS --noproxy '*' -X POST -d x %s/once-tls`, up.url(), secure.url())
+	var up6 *recorder
 	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
 		_ = ln.Close()
 		up6 = startRecorder(t, "[::1]", nil)
-		script = fmt.Sprintf(`set -e; curl -sS --noproxy '*' -X POST -d x %s/once; curl -sS --noproxy '*' -g -X POST -d x %s/once6`, up.url(), up6.url())
+		script += fmt.Sprintf(`; curl -sS --noproxy '*' -g -X POST -d x %s/once6`, up6.url())
 	} else {
 		t.Log("no IPv6 loopback here: IPv6 capture of a run not exercised")
-		script = fmt.Sprintf(`set -e; curl -sS --noproxy '*' -X POST -d x %s/once`, up.url())
 	}
-	args := append(dev.sidecarArgs(t, bin, dir), "--task", "run-t2", "--proxy-addr", freeAddr(t), "--control-addr", freeAddr(t), "--capture")
+	args := append(dev.sidecarArgs(t, bin, dir), "--task", "run-t2", "--proxy-addr", freeAddr(t), "--control-addr", freeAddr(t), "--capture",
+		"--intercept-hosts", "127.0.0.1", "--intercept-bundle-file", filepath.Join(dir, "run-bundle.pem"), "--intercept-upstream-ca-file", caFile)
 	out, code = runAs(t, 0, bin, slices.Concat([]string{"run"}, args, []string{"--", "sh", "-c", script})...)
 	require.Equal(t, 0, code, out)
 	require.Equal(t, "/once", up.last().path)
 	require.Len(t, up.last().tokens, 1, "stamped exactly once under the default uid too")
+	require.Equal(t, "/once-tls", secure.last().path, out)
+	require.Len(t, secure.last().tokens, 1, "HTTPS: stamped exactly once")
 	if up6 != nil {
 		require.Equal(t, "/once6", up6.last().path)
 		require.Len(t, up6.last().tokens, 1, "IPv6: stamped exactly once")
