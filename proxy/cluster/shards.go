@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sort"
+	"strings"
 )
 
 // Shard is one of several independent clusters that together serve one
@@ -53,13 +55,32 @@ func NewShards(shards []Shard) (*Shards, error) {
 
 // For returns the shard that owns taskID.
 func (s *Shards) For(taskID string) Shard {
-	best, bestScore := 0, uint64(0)
-	for i, sh := range s.shards {
-		if sc := ShardScore(sh.Name, taskID); i == 0 || sc > bestScore || sc == bestScore && sh.Name < s.shards[best].Name {
-			best, bestScore = i, sc
+	best := 0
+	for i := range s.shards {
+		if outranks(s.shards[i].Name, s.shards[best].Name, taskID) {
+			best = i
 		}
 	}
 	return s.shards[best]
+}
+
+// outranks reports whether the shard named a ranks above the one named b
+// for task: a higher score, ties broken by the smaller name. It is the
+// one comparison every route (ctl, sidecar, console) is decided by.
+func outranks(a, b, task string) bool {
+	sa, sb := ShardScore(a, task), ShardScore(b, task)
+	return sa > sb || sa == sb && a < b
+}
+
+// Rank orders names by preference for taskID: the owner first, then the
+// shard that would own the task were the owner gone, and so on. A caller
+// that finds no task in its owner may look for it in the others in this
+// order (the sidecar does, so a task created before a cluster was added
+// stays where it is; README "More than one cluster").
+func Rank(names []string, taskID string) []string {
+	out := append([]string(nil), names...)
+	sort.SliceStable(out, func(i, j int) bool { return outranks(out[i], out[j], taskID) })
+	return out
 }
 
 // All returns every shard, in the order given (for listing across them).
@@ -82,4 +103,46 @@ func ShardScore(name, task string) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+// ShardSpec is one named cluster of a shard list: its name in the hash
+// and its members' endpoints.
+type ShardSpec struct {
+	Name      string
+	Endpoints []string
+}
+
+// ParseShardSpecs reads the shard list syntax shared by ctl's --clusters
+// and the sidecar's clusters key: "NAME=ADDR,ADDR;NAME=ADDR,...". Names
+// must be unique; every cluster needs an endpoint. Errors wrap ErrShards
+// and name the part at fault.
+func ParseShardSpecs(s string) ([]ShardSpec, error) {
+	var out []ShardSpec
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, eps, ok := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		var endpoints []string
+		for ep := range strings.SplitSeq(eps, ",") {
+			if ep = strings.TrimSpace(ep); ep != "" {
+				endpoints = append(endpoints, ep)
+			}
+		}
+		switch {
+		case !ok || name == "" || len(endpoints) == 0:
+			return nil, fmt.Errorf("%w: %q is not NAME=ADDR[,ADDR...]", ErrShards, part)
+		case seen[name]:
+			return nil, fmt.Errorf("%w: shard name %q given twice", ErrShards, name)
+		}
+		seen[name] = true
+		out = append(out, ShardSpec{Name: name, Endpoints: endpoints})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no cluster given", ErrShards)
+	}
+	return out, nil
 }
