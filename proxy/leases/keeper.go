@@ -127,6 +127,10 @@ func (k *Keeper) SessionID() string {
 	return sid
 }
 
+// SessionFor is the session a task's calls are made under: a keeper has
+// one, whatever the task.
+func (k *Keeper) SessionFor(string) string { return k.SessionID() }
+
 func (k *Keeper) setSession(sid string) { k.sid.Store(sid) }
 
 // Subscribe returns a channel of lease events and a cancel function.
