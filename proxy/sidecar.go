@@ -34,7 +34,7 @@ type Sidecar struct {
 	owned    []*cluster.Client // built by New from endpoints; closed by Shutdown
 	log      *zap.Logger
 	keeper   *leases.Router // one keeper per cluster (clusters.go)
-	tie      *tieKeeper // the keeper as the worker tie sees it (worker.go)
+	tie      *tieKeeper     // the keeper as the worker tie sees it (worker.go)
 	pipe     *request.Pipeline
 	tunnels  *tunnel.Tunnels
 	control  *control.API

@@ -238,7 +238,9 @@ func (r *Router) Drop(taskID string, epoch uint64, why Reason, kind EventKind, r
 }
 
 // Hold blocks a lease's writes while the worker ends it (Keeper.Hold).
-func (r *Router) Hold(taskID string, epoch uint64, why Reason) { r.keeperOf(taskID).Hold(taskID, epoch, why) }
+func (r *Router) Hold(taskID string, epoch uint64, why Reason) {
+	r.keeperOf(taskID).Hold(taskID, epoch, why)
+}
 
 // Unhold undoes Hold after the worker's call failed.
 func (r *Router) Unhold(taskID string, epoch uint64) { r.keeperOf(taskID).Unhold(taskID, epoch) }
