@@ -113,19 +113,20 @@ func (cfg Config) members(c Cluster, tr *proxytrace.Tracer) (ms []leases.Member,
 }
 
 // registerClusterGauges exports, with several clusters, whether each
-// cluster's session is open (fencepost_sidecar_cluster_session, by
-// cluster name), so a dashboard shows which cluster a sidecar lost.
+// cluster is up for the sidecar (fencepost_sidecar_cluster_up, by
+// cluster name: a session open and the last heartbeat answered), so a
+// dashboard shows which cluster a sidecar lost.
 func registerClusterGauges(reg prometheus.Registerer, r *leases.Router) error {
 	if len(r.Names()) < 2 {
 		return nil
 	}
 	for i, name := range r.Names() {
 		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "fencepost_sidecar_cluster_session",
-			Help:        "1 while the sidecar has an open session with the named cluster, else 0.",
+			Name:        "fencepost_sidecar_cluster_up",
+			Help:        "1 while the sidecar has a session with the named cluster and its last heartbeat was answered, else 0.",
 			ConstLabels: prometheus.Labels{"cluster": name},
 		}, func() float64 {
-			if r.Clusters()[i].Session {
+			if r.Clusters()[i].Up {
 				return 1
 			}
 			return 0

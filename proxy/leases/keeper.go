@@ -39,6 +39,9 @@ type Keeper struct {
 	ownStreams bool
 
 	sid atomic.Value // string: the open session's id, "" while none
+	// failing: the last heartbeat failed (the cluster may be down);
+	// Router.Clusters reports it.
+	failing atomic.Bool
 
 	wake wakeups
 }

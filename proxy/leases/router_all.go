@@ -85,10 +85,12 @@ func (r *Router) HeartbeatOnce(ctx context.Context) {
 }
 
 // ClusterState is one cluster's part of the sidecar's state: whether its
-// session is open and how many leases it holds.
+// session is open, whether it answers (open, and the last heartbeat did
+// not fail), and how many leases it holds.
 type ClusterState struct {
 	Name    string `json:"name"`
 	Session bool   `json:"session"`
+	Up      bool   `json:"up"`
 	Leases  int    `json:"leases"`
 }
 
@@ -96,21 +98,26 @@ type ClusterState struct {
 func (r *Router) Clusters() []ClusterState {
 	out := make([]ClusterState, 0, len(r.order))
 	for i, k := range r.order {
-		out = append(out, ClusterState{Name: r.names[i], Session: k.SessionID() != "", Leases: k.table.count()})
+		open := k.SessionID() != ""
+		out = append(out, ClusterState{Name: r.names[i], Session: open, Up: open && !k.failing.Load(), Leases: k.table.count()})
 	}
 	return out
 }
 
 // Ready reports the leases' part of readiness. One-task mode waits for a
 // current lease on its task; otherwise one open session is enough: a
-// cluster that is down fails only its own tasks' calls (which answer
-// no_session), so it must not take the sidecar out of service for the
-// others. The reason names the clusters without a session.
+// cluster that is down fails only its own tasks' calls, so it must not
+// take the sidecar out of service for the others. The reason names the
+// clusters that are not up (ClusterState.Up).
 func (r *Router) Ready() (bool, string) {
 	var down []string
-	for i, k := range r.order {
-		if k.SessionID() == "" {
-			down = append(down, r.names[i])
+	open := 0
+	for _, c := range r.Clusters() {
+		if c.Session {
+			open++
+		}
+		if !c.Up {
+			down = append(down, c.Name)
 		}
 	}
 	if r.task != "" {
@@ -123,10 +130,10 @@ func (r *Router) Ready() (bool, string) {
 		return true, "ok"
 	}
 	switch {
-	case len(down) == len(r.order):
+	case open == 0:
 		return false, "no cluster session"
-	case len(down) > 0:
-		return true, "ok; no session with cluster " + strings.Join(down, ", ")
+	case len(down) > 0 && len(r.order) > 1:
+		return true, "ok; cluster " + strings.Join(down, ", ") + " not answering: its tasks are blocked"
 	}
 	return true, "ok"
 }
