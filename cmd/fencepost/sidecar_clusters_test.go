@@ -185,6 +185,10 @@ func TestSidecarAcrossThreeClusters(t *testing.T) {
 	_, err = south.Task(ctx, moved, false)
 	require.ErrorIs(t, err, lease.ErrTaskNotFound, "never created again in the cluster it now hashes to")
 	require.Equal(t, http.StatusOK, s4.write(t, upstream, moved))
+	// ctl given the four finds it there too (Shards.Locate, the same rule).
+	got := ctlJSON[lease.Task](t, "127.0.0.1:1", "--clusters="+strings.Join(append(spec, "south="+fourth.Endpoints()[0]), ";"), "tasks", "get", moved)
+	require.Equal(t, moved, got.ID)
+	require.Equal(t, "w2", got.Lease.WorkerID)
 
 	// One cluster down: its tasks' writes are blocked once the local
 	// deadline passes; every other task keeps its lease and its writes.

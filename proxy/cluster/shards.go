@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
 	"strings"
+
+	"github.com/fencepost/fencepost/fence/lease"
 )
 
 // Shard is one of several independent clusters that together serve one
@@ -81,6 +84,33 @@ func Rank(names []string, taskID string) []string {
 	out := append([]string(nil), names...)
 	sort.SliceStable(out, func(i, j int) bool { return outranks(out[i], out[j], taskID) })
 	return out
+}
+
+// Ranked returns every shard in taskID's Rank order, the owner first.
+func (s *Shards) Ranked(taskID string) []Shard {
+	out := append([]Shard(nil), s.shards...)
+	sort.SliceStable(out, func(i, j int) bool { return outranks(out[i].Name, out[j].Name, taskID) })
+	return out
+}
+
+// Locate returns the shard that holds taskID: its owner when the owner
+// has it (or cannot answer: the caller's own call then reports that),
+// else the first other shard in Rank order that has it, else the owner
+// (where a new task is created). A task created before a cluster was
+// added thus stays where it is. A non-owner that cannot answer stops the
+// search with its error: it might hold the task.
+func (s *Shards) Locate(ctx context.Context, taskID string) (Shard, error) {
+	ranked := s.Ranked(taskID)
+	for i, sh := range ranked {
+		_, err := sh.Client.Task(ctx, taskID, false)
+		switch {
+		case err == nil, i == 0 && !errors.Is(err, lease.ErrTaskNotFound):
+			return sh, nil
+		case !errors.Is(err, lease.ErrTaskNotFound):
+			return Shard{}, fmt.Errorf("cluster %s, which may hold task %q, did not answer: %w", sh.Name, taskID, err)
+		}
+	}
+	return ranked[0], nil
 }
 
 // All returns every shard, in the order given (for listing across them).
