@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/proxy"
-	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
@@ -225,26 +224,6 @@ func DefaultSidecar() *Sidecar {
 	}
 }
 
-// Shards parses Clusters (nil when it is empty): the one parser of the
-// syntax, proxy/cluster's, shared with ctl's --clusters.
-func (s *Sidecar) Shards() ([]cluster.ShardSpec, error) {
-	if strings.TrimSpace(s.Clusters) == "" {
-		return nil, nil
-	}
-	return cluster.ParseShardSpecs(s.Clusters)
-}
-
-// Endpoints lists every cluster endpoint the sidecar talks to: cluster's,
-// or those of every entry of clusters.
-func (s *Sidecar) Endpoints() []string {
-	out := slices.Clone(s.Cluster)
-	shards, _ := s.Shards()
-	for _, sh := range shards {
-		out = append(out, sh.Endpoints...)
-	}
-	return out
-}
-
 // Role returns RoleSidecar.
 func (s *Sidecar) Role() Role { return RoleSidecar }
 
@@ -258,15 +237,7 @@ func (s *Sidecar) fill() {
 // Validate checks every rule that does not depend on the host.
 func (s *Sidecar) Validate() error {
 	var p problems
-	shards, err := s.Shards()
-	switch {
-	case err != nil:
-		p.invalid("clusters", "%s", strings.TrimPrefix(err.Error(), cluster.ErrShards.Error()+": "))
-	case s.Clusters != "" && len(s.Cluster) > 0:
-		p.invalid("clusters", "set either cluster (one cluster) or clusters (several), not both")
-	case s.Clusters == "" && len(s.Cluster) == 0:
-		p.invalid("cluster", "must list at least one cluster endpoint (host:port), or set clusters")
-	}
+	shards := s.checkClusters(&p)
 	checkEps := func(key string, eps []string) {
 		for i, ep := range eps {
 			checkEndpoint(&p, indexKey(key, i), ep)

@@ -150,3 +150,7 @@ func (j routedJournal) Intent(ctx context.Context, taskID string, req api.Intent
 func (j routedJournal) Outcome(ctx context.Context, taskID, key string, req api.OutcomeRequest) (lease.Effect, error) {
 	return j.r.ClusterFor(taskID).(Journal).Outcome(ctx, taskID, key, req)
 }
+
+// Clusters is each cluster's state (session open, leases held), in the
+// order configured; one entry, named "", with one cluster.
+func (s *Sidecar) Clusters() []ClusterState { return s.keeper.Clusters() }

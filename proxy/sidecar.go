@@ -329,10 +329,6 @@ func (s *Sidecar) CA() (CAInfo, bool) {
 // Leases returns the local view of every held lease.
 func (s *Sidecar) Leases() []LeaseView { return s.keeper.Views() }
 
-// Clusters is each cluster's state (session open, leases held), in the
-// order configured; one entry, named "", with one cluster.
-func (s *Sidecar) Clusters() []ClusterState { return s.keeper.Clusters() }
-
 // ready is the readiness condition: not draining, and the keeper's.
 func (s *Sidecar) ready() (bool, string) {
 	s.mu.Lock()
