@@ -131,6 +131,11 @@ const exampleSidecar = `# fencepost sidecar: runs beside one worker, heartbeats 
 ` + header + `
 # Required: cluster HTTP endpoints (any member; followers forward).
 cluster: [127.0.0.1:7400]
+# Instead of cluster: several independent clusters sharing the task ids,
+# each task in the one rendezvous hashing gives it (README "More than one
+# cluster"), e.g. "east=10.0.1.1:7400,10.0.1.2:7400;west=10.0.2.1:7400".
+# The same syntax and variable (FENCEPOST_CLUSTERS) as ctl's --clusters.
+clusters: ""
 cluster_tls:
   # The sidecar's identity toward the cluster ('fencepost tls cert create
   # --sidecar --name <worker_id>'): HTTPS to the members, verified against

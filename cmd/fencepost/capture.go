@@ -120,7 +120,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // command that captures only its own child (fencepost run --capture) sets
 // plan.WorkerUID to the child's uid and calls this before starting it.
 func installCapture(ctx context.Context, tables capture.Tables, cfg *config.Sidecar, plan capture.Plan, families []capture.Family) (capture.Plan, error) {
-	cidrs, loop, err := clusterExclusions(ctx, cfg.Cluster)
+	cidrs, loop, err := clusterExclusions(ctx, cfg.Endpoints())
 	if err != nil {
 		return plan, err
 	}
