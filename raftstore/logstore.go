@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 	"go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
@@ -75,7 +76,7 @@ func (l *dirLock) release() {
 
 // openLogStore opens the node's WAL, first migrating a bolt log left by a
 // earlier release (migrateBolt's doc says how that stays crash safe).
-func openLogStore(dataDir string, log hclog.Logger) (*wal.WAL, error) {
+func openLogStore(dataDir string, log hclog.Logger) (*walStore, error) {
 	walDir := filepath.Join(dataDir, walDirName)
 	boltPath := filepath.Join(dataDir, boltFileName)
 	_, werr := os.Stat(walDir)
@@ -94,11 +95,34 @@ func openLogStore(dataDir string, log hclog.Logger) (*wal.WAL, error) {
 	return openWAL(walDir, log)
 }
 
-func openWAL(dir string, log hclog.Logger) (*wal.WAL, error) {
+// walStore is the WAL with its meta store. raft-wal v0.4.0's Close leaves
+// the meta store's bolt file open (and locked), so a node reopened in the
+// same process would wait for that lock forever; Close here closes both.
+type walStore struct {
+	*wal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+// Close closes the WAL and then its meta store.
+func (w *walStore) Close() error {
+	err := w.WAL.Close()
+	if merr := w.meta.Close(); err == nil {
+		err = merr
+	}
+	return err
+}
+
+func openWAL(dir string, log hclog.Logger) (*walStore, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	return wal.Open(dir, wal.WithSegmentSize(walSegmentSize), wal.WithLogger(log.Named("wal")))
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(dir, wal.WithSegmentSize(walSegmentSize), wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta))
+	if err != nil {
+		_ = meta.Close()
+		return nil, err
+	}
+	return &walStore{WAL: w, meta: meta}, nil
 }
 
 // migrateBolt copies a bolt log and its stable keys (term, vote) into a
@@ -143,7 +167,7 @@ func copyBolt(dir string, bolt *raftboltdb.BoltStore, log hclog.Logger) error {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	ctx := context.Background()
-	err = migrate.CopyStable(ctx, dst, bolt, nil, nil, nil)
+	err = copyStable(dst, bolt)
 	var last uint64
 	if err == nil {
 		last, err = bolt.LastIndex()
@@ -155,6 +179,45 @@ func copyBolt(dir string, bolt *raftboltdb.BoltStore, log hclog.Logger) error {
 		err = cerr
 	}
 	return err
+}
+
+// raftStableUints and raftStableKeys are the stable-store keys
+// hashicorp/raft v1.7 writes (its raft.go), the only ones a migration must
+// carry: the current term and the last vote.
+var (
+	raftStableUints = []string{"CurrentTerm", "LastVoteTerm"}
+	raftStableKeys  = []string{"LastVoteCand"}
+)
+
+// copyStable copies the keys raft has written; a member that never voted
+// has no vote keys, which is not an error (raft-wal's migrate.CopyStable
+// would refuse it).
+func copyStable(dst *walStore, src *raftboltdb.BoltStore) error {
+	for _, k := range raftStableUints {
+		v, err := src.GetUint64([]byte(k))
+		if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+			continue
+		}
+		if err == nil {
+			err = dst.SetUint64([]byte(k), v)
+		}
+		if err != nil {
+			return fmt.Errorf("stable key %s: %w", k, err)
+		}
+	}
+	for _, k := range raftStableKeys {
+		v, err := src.Get([]byte(k))
+		if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+			continue
+		}
+		if err == nil {
+			err = dst.Set([]byte(k), v)
+		}
+		if err != nil {
+			return fmt.Errorf("stable key %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
 	"go.uber.org/zap"
 )
 
@@ -24,7 +23,7 @@ type Store struct {
 	raft *raft.Raft
 	// logs is the raft log and stable store (logstore.go); lock keeps a
 	// second process off the data dir while this one runs.
-	logs  *wal.WAL
+	logs  *walStore
 	lock  *dirLock
 	trans raft.Transport
 	// net is the TCP transport under trans; Close must release its pooled
