@@ -81,10 +81,19 @@ func nodeRSSSplit(c memCluster) []rssSplit {
 // the live size before a collection). Bytes; -1 where unreadable.
 func nodeLiveHeap(c memCluster) []int64 {
 	hc := &http.Client{Timeout: 60 * time.Second}
+	if sec != nil {
+		// The TLS pass: each system's pprof answers only its own client
+		// certificates (an operator's for fencepost).
+		tc := sec.etcdClient
+		if c.name() == sysFP {
+			tc = sec.fpOperator
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: tc}
+	}
 	var out []int64
 	for _, ep := range c.endpoints() {
-		if !strings.HasPrefix(ep, "http://") {
-			ep = "http://" + ep
+		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+			ep = scheme() + ep
 		}
 		v, err := liveHeapOf(hc, ep, c.name())
 		if err != nil {
