@@ -145,6 +145,7 @@ func (s *Server) Close() error {
 	// a fresh Start would otherwise leave Serve accepting forever.
 	_ = ln.Close()
 	<-served
+	s.closeStreams()
 	s.denials.close()
 	s.fwd.CloseIdleConnections()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -218,7 +219,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	)
 	if err == nil {
 		ep, ok := r.methods[string(rc.Method())]
-		if ok && ep.raw == nil && s.tracer != nil {
+		if ok && ep.raw == nil && ep.upgrade == nil && s.tracer != nil {
 			tc, span = s.startSpan(rc, template, rid, start)
 			defer fasthttptrace.EndServer(span, rc)
 		}
@@ -255,6 +256,8 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			err = fmt.Errorf("%w: %s allows %s", ErrMethod, r.template, r.allow)
 		case ep.raw != nil:
 			ep.raw(s, rc)
+		case ep.upgrade != nil:
+			err = ep.upgrade(s, rc, who)
 		default:
 			forwarded, err = s.serveJSON(tc, rc, ep, rid, p, who)
 		}
