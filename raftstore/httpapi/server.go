@@ -138,6 +138,9 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.stopReads()
+	// Streams first: fasthttp's shutdown waits for hijacked connections
+	// too, and a stream ends only when its connection does.
+	s.closeStreams()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownWait)
 	defer cancel()
 	err := s.srv.ShutdownWithContext(ctx)
@@ -145,7 +148,6 @@ func (s *Server) Close() error {
 	// a fresh Start would otherwise leave Serve accepting forever.
 	_ = ln.Close()
 	<-served
-	s.closeStreams()
 	s.denials.close()
 	s.fwd.CloseIdleConnections()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -40,7 +40,11 @@ const streamBufSize = 16 << 10
 
 // hbStream is one upgraded connection.
 type hbStream struct {
-	conn   net.Conn
+	conn net.Conn
+	// raw is the connection under fasthttp's hijack wrapper, whose Close
+	// does nothing (fasthttp closes it when runStream returns): closing
+	// raw is how Close and a failed write end the stream.
+	raw    net.Conn
 	who    principal
 	remote net.Addr
 	// refusalKey is the caller's key in the refusal limiter (refusals.go).
@@ -99,7 +103,7 @@ func (s *Server) closeStreams() {
 	s.streamsClosed = true
 	for st := range s.streams {
 		st.cancel()
-		_ = st.conn.Close()
+		_ = st.raw.Close()
 	}
 	s.mu.Unlock()
 	s.streamWG.Wait()
@@ -110,7 +114,11 @@ func (s *Server) closeStreams() {
 // answered before the stream ends, unless the connection itself failed.
 func (s *Server) runStream(conn net.Conn, who principal, key string) {
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &hbStream{conn: conn, who: who, remote: conn.RemoteAddr(), refusalKey: key, ctx: ctx, cancel: cancel,
+	raw := conn
+	if u, ok := conn.(interface{ UnsafeConn() net.Conn }); ok {
+		raw = u.UnsafeConn()
+	}
+	st := &hbStream{conn: conn, raw: raw, who: who, remote: conn.RemoteAddr(), refusalKey: key, ctx: ctx, cancel: cancel,
 		out: make(chan []byte, maxStreamInflight)}
 	defer cancel()
 	if !s.trackStream(st) {
@@ -197,7 +205,7 @@ func (s *Server) writeStream(st *hbStream) {
 		}
 		if err != nil {
 			// The reader sees the close and ends the stream.
-			_ = st.conn.Close()
+			_ = st.raw.Close()
 		}
 	}
 	if err == nil {
