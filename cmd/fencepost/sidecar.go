@@ -112,7 +112,7 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 			timeout = proxy.DefaultClusterTimeout
 		}
 		c, err := cluster.New(cluster.Config{Endpoints: cfg.Cluster, Timeout: timeout, TLS: src.ClientConfig(""),
-			Logger: log.Named("cluster")})
+			HeartbeatTransport: cfg.HeartbeatTransport, Logger: log.Named("cluster")})
 		if err != nil {
 			return nil, startError(err)
 		}
@@ -170,28 +170,29 @@ func stopSidecar(sc *proxy.Sidecar, cfg *config.Sidecar) error {
 // sidecarConfig maps the sidecar file/env/flag configuration onto proxy's.
 func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) proxy.Config {
 	pc := proxy.Config{
-		Endpoints:         cfg.Cluster,
-		WorkerID:          cfg.WorkerID,
-		ProxyAddr:         cfg.ProxyAddr,
-		ControlAddr:       cfg.ControlAddr,
-		MetricsAddr:       cfg.MetricsAddr,
-		Task:              cfg.Task,
-		Profile:           cfg.Profile,
-		Drift:             cfg.Heartbeat.Drift,
-		MarginFloor:       cfg.Heartbeat.MarginFloor.Std(),
-		ReadsWithoutLease: proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
-		ConnectAllow:      cfg.Connect.Allow,
-		SignatureHosts:    cfg.SignatureHosts,
-		RefuseTargets:     cfg.RefuseTargets,
-		MaxRequestBody:    cfg.Limits.MaxRequestBody.Int(),
-		MaxResponseBody:   int64(cfg.Limits.MaxResponseBody),
-		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes.Int(),
-		DialTimeout:       cfg.Timeouts.Dial.Std(),
-		UpstreamTimeout:   cfg.Timeouts.Upstream.Std(),
-		IdleTimeout:       cfg.Timeouts.Idle.Std(),
-		DrainTimeout:      cfg.DrainTimeout.Std(),
-		WritePresets:      cfg.Writes.Presets,
-		Capture:           proxy.Capture{Listen: cfg.Capture.Listen, OtherTCP: proxy.OtherTCP(cfg.Capture.OtherTCP)},
+		Endpoints:          cfg.Cluster,
+		WorkerID:           cfg.WorkerID,
+		ProxyAddr:          cfg.ProxyAddr,
+		ControlAddr:        cfg.ControlAddr,
+		MetricsAddr:        cfg.MetricsAddr,
+		Task:               cfg.Task,
+		Profile:            cfg.Profile,
+		Drift:              cfg.Heartbeat.Drift,
+		MarginFloor:        cfg.Heartbeat.MarginFloor.Std(),
+		HeartbeatTransport: cfg.HeartbeatTransport,
+		ReadsWithoutLease:  proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
+		ConnectAllow:       cfg.Connect.Allow,
+		SignatureHosts:     cfg.SignatureHosts,
+		RefuseTargets:      cfg.RefuseTargets,
+		MaxRequestBody:     cfg.Limits.MaxRequestBody.Int(),
+		MaxResponseBody:    int64(cfg.Limits.MaxResponseBody),
+		MaxHeaderBytes:     cfg.Limits.MaxHeaderBytes.Int(),
+		DialTimeout:        cfg.Timeouts.Dial.Std(),
+		UpstreamTimeout:    cfg.Timeouts.Upstream.Std(),
+		IdleTimeout:        cfg.Timeouts.Idle.Std(),
+		DrainTimeout:       cfg.DrainTimeout.Std(),
+		WritePresets:       cfg.Writes.Presets,
+		Capture:            proxy.Capture{Listen: cfg.Capture.Listen, OtherTCP: proxy.OtherTCP(cfg.Capture.OtherTCP)},
 		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
 			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
 		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),
