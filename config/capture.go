@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencepost/fencepost/proxy"
 	"github.com/fencepost/fencepost/proxy/capture"
+	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
 // Capture configures transparent capture (DESIGN.md, "Closing the
@@ -32,7 +33,7 @@ type Capture struct {
 	// SidecarUID is the uid the sidecar runs as: never captured.
 	SidecarUID int `yaml:"sidecar_uid" doc:"fencepost capture: uid the sidecar runs as; its own connections are never redirected"`
 	// WorkerUID, when set, limits capture to that uid.
-	WorkerUID int `yaml:"worker_uid" doc:"fencepost capture: capture only this uid's connections (0: every uid but sidecar_uid)"`
+	WorkerUID int `yaml:"worker_uid" doc:"fencepost capture: capture only this uid's connections (0: every uid but sidecar_uid); fencepost run --capture: the child's uid when set"`
 	// Backend is the iptables backend.
 	Backend string `yaml:"backend" doc:"fencepost capture: iptables backend: auto (detect), nft or legacy"`
 }
@@ -142,8 +143,11 @@ type captureView struct {
 
 func (v captureView) Validate() error {
 	var p problems
-	if v.install && len(v.Cluster) == 0 {
-		p.invalid("cluster", "must list the cluster's endpoints (host:port): they are excluded from capture")
+	if v.install && len(v.Endpoints()) == 0 {
+		p.invalid("cluster", "must list the cluster's endpoints (host:port), or clusters set them: they are excluded from capture")
+	}
+	if _, err := v.Shards(); err != nil {
+		p.invalid("clusters", "%s", strings.TrimPrefix(err.Error(), cluster.ErrShards.Error()+": "))
 	}
 	for i, ep := range v.Cluster {
 		checkEndpoint(&p, indexKey("cluster", i), ep)

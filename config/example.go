@@ -131,6 +131,11 @@ const exampleSidecar = `# fencepost sidecar: runs beside one worker, heartbeats 
 ` + header + `
 # Required: cluster HTTP endpoints (any member; followers forward).
 cluster: [127.0.0.1:7400]
+# Instead of cluster: several independent clusters sharing the task ids,
+# each task in the one rendezvous hashing gives it (README "More than one
+# cluster"), e.g. "east=10.0.1.1:7400,10.0.1.2:7400;west=10.0.2.1:7400".
+# The same syntax and variable (FENCEPOST_CLUSTERS) as ctl's --clusters.
+clusters: ""
 cluster_tls:
   # The sidecar's identity toward the cluster ('fencepost tls cert create
   # --sidecar --name <worker_id>'): HTTPS to the members, verified against
@@ -229,7 +234,7 @@ capture:
   exclude_cidrs: []            # never captured, e.g. [10.96.0.0/12]; cluster endpoints and loopback always
   block_udp_ports: ["443"]     # UDP refused to captured uids: QUIC falls back to (captured) TCP; [] leaves UDP alone
   sidecar_uid: 1337            # the sidecar's uid: its own connections are never captured
-  worker_uid: 0                # >0: capture only this uid (a local worker); 0: every uid but sidecar_uid
+  worker_uid: 0                # >0: capture only this uid (a local worker; fencepost run --capture starts its child as it); 0: every uid but sidecar_uid
   backend: auto                # iptables backend: auto, nft or legacy
 
 limits:

@@ -15,7 +15,13 @@ import (
 type Sidecar struct {
 	// Cluster lists cluster HTTP endpoints; any member will do, followers
 	// forward to the leader.
-	Cluster []string `yaml:"cluster" doc:"cluster HTTP endpoints (required, comma-separated)"`
+	Cluster []string `yaml:"cluster" doc:"cluster HTTP endpoints (required unless clusters is set, comma-separated)"`
+	// Clusters, instead of Cluster, names several independent clusters
+	// that share the task-id space, in ctl's --clusters syntax
+	// "NAME=ADDR,ADDR;NAME=ADDR,...": the sidecar keeps a session with
+	// each and routes every task to its own (README "More than one
+	// cluster"). Names are part of the hash: never rename one.
+	Clusters string `yaml:"clusters" doc:"several clusters sharing the task ids, NAME=ADDR,ADDR;NAME=ADDR,... (instead of cluster)"`
 	// ClusterTLS is the sidecar's identity toward the cluster: HTTPS to
 	// the members, verified against the cluster CA, with a sidecar
 	// certificate (name it after worker_id). Empty: plain HTTP, allowed
@@ -237,18 +243,22 @@ func (s *Sidecar) fill() {
 // Validate checks every rule that does not depend on the host.
 func (s *Sidecar) Validate() error {
 	var p problems
-	if len(s.Cluster) == 0 {
-		p.invalid("cluster", "must list at least one cluster endpoint (host:port)")
-	}
-	for i, ep := range s.Cluster {
-		checkEndpoint(&p, indexKey("cluster", i), ep)
-		switch {
-		case s.ClusterTLS.Enabled():
-		case strings.HasPrefix(ep, "https://"):
-			p.invalid("cluster_tls.ca_file", "must be set for an https:// endpoint (%s %q): the sidecar verifies the cluster against it", indexKey("cluster", i), ep)
-		default:
-			requireLoopbackWithoutTLS(&p, "cluster_tls.cert_file", [2]string{indexKey("cluster", i), strings.TrimPrefix(ep, "http://")})
+	shards := s.checkClusters(&p)
+	checkEps := func(key string, eps []string) {
+		for i, ep := range eps {
+			checkEndpoint(&p, indexKey(key, i), ep)
+			switch {
+			case s.ClusterTLS.Enabled():
+			case strings.HasPrefix(ep, "https://"):
+				p.invalid("cluster_tls.ca_file", "must be set for an https:// endpoint (%s %q): the sidecar verifies the cluster against it", indexKey(key, i), ep)
+			default:
+				requireLoopbackWithoutTLS(&p, "cluster_tls.cert_file", [2]string{indexKey(key, i), strings.TrimPrefix(ep, "http://")})
+			}
 		}
+	}
+	checkEps("cluster", s.Cluster)
+	for _, sh := range shards {
+		checkEps("clusters."+sh.Name, sh.Endpoints)
 	}
 	s.ClusterTLS.validate(&p, "cluster_tls")
 	checkName(&p, "worker_id", s.WorkerID)

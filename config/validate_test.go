@@ -74,7 +74,7 @@ log: {level: loud, format: xml}
 func TestSidecarRules(t *testing.T) {
 	stubHost(t, "n1")
 	_, err := Parse(RoleSidecar, nil, "sc.yaml")
-	require.Equal(t, []string{`config: cluster: must list at least one cluster endpoint (host:port)`}, lines(err))
+	require.Equal(t, []string{`config: cluster: must list at least one cluster endpoint (host:port), or set clusters`}, lines(err))
 
 	body := `
 cluster: [127.0.0.1:7400, "https://c.example.com"]
@@ -118,6 +118,26 @@ drain_timeout: -1s
 		`config: timeouts.dial: must be > 0 (got 0s)`,
 		`config: drain_timeout: must be >= 0 (got -1s)`,
 	}, lines(err))
+}
+
+func TestSidecarClusters(t *testing.T) {
+	stubHost(t, "w1")
+	cfg, err := Parse(RoleSidecar, []byte("clusters: 'east=127.0.0.1:7400,127.0.0.1:7410; west=127.0.0.1:7500'\n"), "sc.yaml")
+	require.NoError(t, err)
+	shards, err := cfg.(*Sidecar).Shards()
+	require.NoError(t, err)
+	require.Len(t, shards, 2)
+	require.Equal(t, []string{"127.0.0.1:7400", "127.0.0.1:7410", "127.0.0.1:7500"}, cfg.(*Sidecar).Endpoints())
+	for body, want := range map[string]string{
+		"clusters: 'east=127.0.0.1:7400'\ncluster: [127.0.0.1:7400]\n": `config: clusters: set either cluster (one cluster) or clusters (several), not both`,
+		"clusters: 'east=127.0.0.1:7400;east=127.0.0.1:7500'\n":        `config: clusters: shard name "east" given twice`,
+		"clusters: 'east'\n":               `config: clusters: "east" is not NAME=ADDR[,ADDR...]`,
+		"clusters: 'east=10.0.0.1:7400'\n": `config: cluster_tls.cert_file: must be set when clusters.east[0] is not loopback (got "10.0.0.1:7400"): plaintext is for loopback development only`,
+	} {
+		_, err := Parse(RoleSidecar, []byte(body), "sc.yaml")
+		require.ErrorIs(t, err, ErrInvalid, body)
+		require.Contains(t, lines(err), want, body)
+	}
 }
 
 func TestSidecarOneTaskMode(t *testing.T) {

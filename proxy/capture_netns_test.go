@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -45,14 +44,8 @@ const workerUID = 4247
 // capture.other_tcp; with the sidecar stopped a captured connection is
 // refused; after Remove the worker goes direct again.
 func TestCaptureInNetns(t *testing.T) {
-	name := os.Getenv(captureNetnsEnv)
-	if name == "" {
-		ns := netns.New(t, "fpcapp")
-		cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^TestCaptureInNetns$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), captureNetnsEnv+"="+ns.Name)
-		out, err := cmd.CombinedOutput()
-		t.Logf("inside namespace %s:\n%s", ns.Name, out)
-		require.NoError(t, err, "the test failed inside its namespace")
+	if !netns.Inside(captureNetnsEnv) {
+		netns.Reexec(t, "fpcapp", captureNetnsEnv)
 		return
 	}
 	tables, err := capture.Detect(capture.Auto, "")

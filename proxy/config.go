@@ -66,6 +66,11 @@ type Config struct {
 	// Endpoints are the cluster's HTTP addresses. New uses them to build
 	// a *cluster.Client when it is given no Cluster.
 	Endpoints []string
+	// Clusters, instead of Endpoints and New's Cluster, are several
+	// independent clusters that share the task-id space (README "More
+	// than one cluster"): the sidecar keeps one session per cluster and
+	// routes each task to its own (clusters.go). Empty: one cluster.
+	Clusters []ClusterShard
 	// WorkerID names the worker in the session and the X-Fencing-Holder
 	// header. Required.
 	WorkerID string
@@ -287,6 +292,9 @@ func (c Config) Validate() error {
 		if err := fence.ValidTask(c.Task); err != nil {
 			return bad("task", "%v", err)
 		}
+	}
+	if err := c.validateClusters(); err != nil {
+		return err
 	}
 	for _, a := range []struct{ field, addr string }{{"proxyAddr", c.ProxyAddr}, {"controlAddr", c.ControlAddr}} {
 		if err := checkLoopback(a.addr); err != nil {

@@ -153,5 +153,5 @@ func TestSessionLostDropsLeases(t *testing.T) {
 	fc.Mu.Lock()
 	fc.HbErr = nil
 	fc.Mu.Unlock()
-	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.SessionID() != "" && s.keeper.SessionID() != "s1" }, "new session")
+	advanceUntil(t, clk, 500*time.Millisecond, func() bool { return s.keeper.SessionFor("") != "" && s.keeper.SessionFor("") != "s1" }, "new session")
 }

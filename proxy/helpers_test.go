@@ -81,7 +81,7 @@ func startSidecar(t testing.TB, fc Cluster, cfg Config) *Sidecar {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	eventually(t, func() bool { return s.keeper.SessionID() != "" }, "session open")
+	eventually(t, func() bool { return s.keeper.SessionFor("") != "" }, "session open")
 	return s
 }
 
@@ -193,7 +193,7 @@ func proxyClient(t testing.TB, s *Sidecar, user string) *http.Client {
 
 func checkpointReq(s *Sidecar, task string, seq uint64) api.CheckpointRequest {
 	_, epoch, _ := s.keeper.Resolve(task)
-	return api.CheckpointRequest{SessionID: s.keeper.SessionID(), Epoch: epoch, Seq: seq}
+	return api.CheckpointRequest{SessionID: s.keeper.SessionFor(""), Epoch: epoch, Seq: seq}
 }
 
 // seriesValue reads one counter or gauge series of s's registry: the

@@ -22,6 +22,8 @@ type (
 	EventKind = leases.EventKind
 	// LeaseView is the local view of one lease (Sidecar.Leases, GET /v1/lease).
 	LeaseView = leases.View
+	// ClusterState is one cluster's part of the sidecar (Sidecar.Clusters).
+	ClusterState = leases.ClusterState
 	// Clock is the sidecar's time source.
 	Clock = clock.Clock
 	// Timer is the subset of *time.Timer the sidecar uses.

@@ -27,7 +27,7 @@ func (c Config) leaseSettings(tr *proxytrace.Tracer) leases.Settings {
 
 func (c Config) requestSettings(j Journal, tr *proxytrace.Tracer) request.Settings {
 	return request.Settings{
-		WorkerID: c.WorkerID, Endpoints: c.Endpoints, RefuseTargets: c.RefuseTargets,
+		WorkerID: c.WorkerID, Endpoints: c.allEndpoints(), RefuseTargets: c.RefuseTargets,
 		ProgressOnWrites: c.Worker.ProgressCalls == workertie.ProgressWrites || c.Worker.ProgressCalls == workertie.ProgressAll, ProgressOnReads: c.Worker.ProgressCalls == workertie.ProgressAll,
 		ReadsWithoutLease: c.ReadsWithoutLease,
 		WriteRules:        c.WriteRules, WritePresets: c.WritePresets, TLSOriginate: c.TLSOriginate, SignatureHosts: c.SignatureHosts,

@@ -31,10 +31,10 @@ import (
 // Shutdown.
 type Sidecar struct {
 	cfg      Config
-	owned    *cluster.Client // built by New from Endpoints; closed by Shutdown
+	owned    []*cluster.Client // built by New from endpoints; closed by Shutdown
 	log      *zap.Logger
-	keeper   *leases.Keeper
-	tie      *tieKeeper // the keeper as the worker tie sees it (worker.go)
+	keeper   *leases.Router // one keeper per cluster (clusters.go)
+	tie      *tieKeeper     // the keeper as the worker tie sees it (worker.go)
 	pipe     *request.Pipeline
 	tunnels  *tunnel.Tunnels
 	control  *control.API
@@ -67,37 +67,44 @@ const (
 
 // New checks cfg, applies its defaults and builds a sidecar that talks to
 // the cluster through c; when c is nil it builds a *cluster.Client for
-// cfg.Endpoints itself (and closes it on Shutdown). Nothing is started.
+// cfg.Endpoints itself (and closes it on Shutdown). With cfg.Clusters, c
+// must be nil: the sidecar talks to each cluster through its entry's
+// client, or one built from its endpoints. Nothing is started.
 func New(cfg Config, c Cluster) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	var owned *cluster.Client
-	if c == nil {
-		if len(cfg.Endpoints) == 0 {
-			return nil, fmt.Errorf("%w: endpoints: required when no cluster client is given", ErrInvalidConfig)
-		}
-		cc, err := cluster.New(cluster.Config{Endpoints: cfg.Endpoints, Timeout: cfg.ClusterTimeout,
-			HeartbeatTransport: cfg.HeartbeatTransport, Logger: cfg.Logger.Named("cluster")})
-		if err != nil {
-			return nil, fmt.Errorf("%w: endpoints: %v", ErrInvalidConfig, err)
-		}
-		c, owned = cc, cc
+	tr := proxytrace.New(cfg.TracerProvider) // nil when tracing is off
+	members, owned, err := cfg.members(c, tr)
+	if err != nil {
+		return nil, err
 	}
 	s := &Sidecar{cfg: cfg, owned: owned, log: cfg.Logger.Named("sidecar")}
+	built := false
+	defer func() {
+		if !built {
+			for _, cc := range owned {
+				cc.Close()
+			}
+		}
+	}()
 	var journal Journal
 	if len(cfg.Journal) > 0 {
-		j, ok := c.(Journal)
-		if !ok {
-			return nil, fmt.Errorf("%w: journal: the cluster client does not implement proxy.Journal", ErrInvalidConfig)
+		for _, m := range members {
+			if _, ok := m.Cluster.(Journal); !ok {
+				return nil, fmt.Errorf("%w: journal: the cluster client does not implement proxy.Journal", ErrInvalidConfig)
+			}
 		}
-		journal = j
 	}
-	var err error
-	tr := proxytrace.New(cfg.TracerProvider) // nil when tracing is off
-	if s.keeper, err = leases.New(cfg.leaseSettings(tr), c); err != nil {
+	if s.keeper, err = leases.NewRouter(members, cluster.Rank); err != nil {
 		return nil, err
+	}
+	if err := registerClusterGauges(cfg.Registerer, s.keeper); err != nil {
+		return nil, err
+	}
+	if len(cfg.Journal) > 0 {
+		journal = routedJournal{s.keeper}
 	}
 	if s.pipe, err = request.New(cfg.requestSettings(journal, tr), s.keeper); err != nil {
 		return nil, err
@@ -116,10 +123,11 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 	g, _ := cfg.Registerer.(prometheus.Gatherer)
 	s.tie = newTieKeeper(s.keeper, cfg.Task)
 	s.control = control.New(control.Settings{ClusterTimeout: cfg.ClusterTimeout, Logger: cfg.Logger,
-		Attachments: workertie.NewAttachments(s.tie)}, s.keeper, c, g, s.ready)
+		Attachments: workertie.NewAttachments(s.tie)}, s.keeper, g, s.ready)
 	ca := func(ctx *fasthttp.RequestCtx) { serveCA(s.CA, ctx) }
 	s.control.Handle(PathCA, "GET", ca)
 	s.control.Handle(PathCAPEM, "GET", ca)
+	built = true
 	return s, nil
 }
 
@@ -386,8 +394,8 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	s.pipe.Close()
 	s.serving.Wait()
 	s.tunnels.Wait()
-	if s.owned != nil {
-		s.owned.Close()
+	for _, cc := range s.owned {
+		cc.Close()
 	}
 	s.log.Info("sidecar stopped")
 	return errors.Join(errs...)

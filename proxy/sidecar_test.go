@@ -79,8 +79,8 @@ func TestStartErrors(t *testing.T) {
 	cfg.Endpoints = []string{"127.0.0.1:1"}
 	s3, err := New(cfg, nil)
 	require.NoError(t, err, "builds its own cluster client")
-	require.NotNil(t, s3.owned)
-	s3.owned.Close()
+	require.Len(t, s3.owned, 1)
+	s3.owned[0].Close()
 }
 
 func TestShutdownGivesBackEvenWithEndedContext(t *testing.T) {

@@ -19,12 +19,12 @@ import (
 
 // tieKeeper is the lease keeper as package workertie consumes it.
 type tieKeeper struct {
-	k    *leases.Keeper
+	k    *leases.Router
 	task string // one-task mode's task; "" otherwise
 	lost chan workertie.Event
 }
 
-func newTieKeeper(k *leases.Keeper, task string) *tieKeeper {
+func newTieKeeper(k *leases.Router, task string) *tieKeeper {
 	return &tieKeeper{k: k, task: task, lost: make(chan workertie.Event, 16)}
 }
 

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +38,9 @@ clients fall back to TCP. With capture.worker_uid only that uid is captured.
 Installing twice leaves one set of rules; with the sidecar down a captured
 connection is refused (RST), never passed through.
 
-  --remove  takes every tagged rule and the chain out (nothing there: fine)
+  --remove  takes every tagged rule and the chain out (nothing there: fine);
+            with capture.worker_uid also the rules a killed
+            fencepost run --capture left for that uid
   --check   dials a documentation address (192.0.2.1:80, [2001:db8::1]:80)
             as capture.worker_uid (or as this process) and says whether it
             was redirected to the listener; exit 0 only when it was and the
@@ -82,7 +86,13 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *check:
 		return captureCheck(ctx, tables, plan, families, stdout)
 	case *remove:
-		if err := tables.Remove(plan, families); err != nil {
+		err := tables.Remove(plan, families)
+		if plan.WorkerUID > 0 {
+			// The rules a fencepost run --capture for that uid left
+			// behind (it was killed before it could remove them).
+			err = errors.Join(err, tables.Remove(capture.RunPlan(plan, plan.WorkerUID, plan.ListenPort, nil), families))
+		}
+		if err != nil {
 			return reportError(stderr, "capture", err)
 		}
 		fmt.Fprintf(stdout, "capture rules removed (%s, %s)\n", tables.Backend, familyList(families))
@@ -110,11 +120,14 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // command that captures only its own child (fencepost run --capture) sets
 // plan.WorkerUID to the child's uid and calls this before starting it.
 func installCapture(ctx context.Context, tables capture.Tables, cfg *config.Sidecar, plan capture.Plan, families []capture.Family) (capture.Plan, error) {
-	cidrs, err := clusterCIDRs(ctx, cfg.Cluster)
+	cidrs, loop, err := clusterExclusions(ctx, cfg.Endpoints())
 	if err != nil {
 		return plan, err
 	}
 	plan.ExcludeCIDRs = append(plan.ExcludeCIDRs, cidrs...)
+	if plan.Loopback {
+		plan.ExcludeDests = append(plan.ExcludeDests, loop...)
+	}
 	return plan, tables.Install(plan, families)
 }
 
@@ -144,28 +157,38 @@ func captureCheck(ctx context.Context, tables capture.Tables, plan capture.Plan,
 	return code
 }
 
-// clusterCIDRs resolves the cluster's endpoints to host routes, so the
-// worker's own calls to the cluster (fencepost ctl) are not captured.
-func clusterCIDRs(ctx context.Context, endpoints []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
+// clusterExclusions resolves the cluster's endpoints to host routes, so
+// the worker's own calls to the cluster (fencepost ctl) are not captured,
+// and returns the loopback ones apart, with their ports: loopback is not
+// captured in a pod, and a local worker's plan (Plan.Loopback) excludes
+// just those destinations.
+func clusterExclusions(ctx context.Context, endpoints []string) ([]netip.Prefix, []netip.AddrPort, error) {
+	var (
+		out  []netip.Prefix
+		loop []netip.AddrPort
+	)
 	for _, ep := range endpoints {
 		hp := strings.TrimPrefix(strings.TrimPrefix(ep, "https://"), "http://")
-		host, _, err := net.SplitHostPort(hp)
+		host, portStr, err := net.SplitHostPort(hp)
 		if err != nil {
 			host = hp
 		}
+		port, _ := strconv.ParseUint(portStr, 10, 16)
 		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
-			return nil, fmt.Errorf("%w: cluster endpoint %q: cannot resolve it to exclude it from capture: %v", config.ErrRuntime, ep, err)
+			return nil, nil, fmt.Errorf("%w: cluster endpoint %q: cannot resolve it to exclude it from capture: %v", config.ErrRuntime, ep, err)
 		}
 		for _, ip := range ips {
 			if ip = ip.Unmap(); ip.IsLoopback() {
-				continue // loopback is never captured anyway
+				if port > 0 {
+					loop = append(loop, netip.AddrPortFrom(ip, uint16(port)))
+				}
+				continue
 			}
 			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 	}
-	return out, nil
+	return out, loop, nil
 }
 
 func familyList(fs []capture.Family) string {

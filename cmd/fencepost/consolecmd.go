@@ -22,7 +22,7 @@ import (
 	"github.com/fencepost/fencepost/proxy/cluster"
 )
 
-const consoleUsage = `Usage: fencepost console [--listen ADDR] [--cluster HOST:PORT,...] --ca CA --cert CERT --key KEY [flags]
+const consoleUsage = `Usage: fencepost console [--listen ADDR] [--cluster HOST:PORT,... | --clusters NAME=ADDR,...;NAME=...] --ca CA --cert CERT --key KEY [flags]
 
 Serves the operator console, a web UI of the cluster: Tasks, one task's
 timeline, Workers, Cluster and the Health of the lease mechanism, updated
@@ -32,6 +32,11 @@ disabled and refused), exactly as 'fencepost ctl' does; the browser never
 needs a certificate. It listens on loopback unless told otherwise; an
 address beyond loopback needs --token-file (or $FENCEPOST_CONSOLE_TOKEN)
 and --tls-cert/--tls-key.
+
+With --clusters (several clusters sharing the task ids, ctl's syntax) the
+lists merge every cluster, a task's page and actions go to the cluster
+that holds it, and the Cluster page lists every cluster's members as
+cluster/member, a cluster that does not answer as one unreachable row.
 
 Examples:
   fencepost console --ca tls/ca.pem --cert tls/operator-alice.pem --key tls/operator-alice-key.pem
@@ -56,10 +61,12 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if env := os.Getenv(ctlClusterEnv); env != "" {
 		g.cluster = env
 	}
+	g.clusters = os.Getenv(ctlClustersEnv)
 	g.ca, g.cert, g.key = os.Getenv(ctlCAEnv), os.Getenv(ctlCertEnv), os.Getenv(ctlKeyEnv)
 	var f consoleFlags
 	fs := newFlagSet("console")
 	fs.StringVar(&g.cluster, "cluster", g.cluster, "cluster members' HTTP addresses, comma-separated (env "+ctlClusterEnv+")")
+	fs.StringVar(&g.clusters, "clusters", g.clusters, "several clusters sharing the task ids, NAME=ADDR,ADDR;NAME=...: lists merge them, actions go to the task's (env "+ctlClustersEnv+"; instead of --cluster)")
 	fs.StringVar(&g.ca, "ca", g.ca, "cluster CA certificate (env "+ctlCAEnv+")")
 	fs.StringVar(&g.cert, "cert", g.cert, "the console's certificate: an operator's or a reader's (env "+ctlCertEnv+")")
 	fs.StringVar(&g.key, "key", g.key, "that certificate's key (env "+ctlKeyEnv+")")
@@ -115,7 +122,7 @@ func consoleErrorLine(err error) string {
 // identity the certificate names, and what the Cluster and Health pages
 // read beside the API.
 type consoleCluster struct {
-	client    *cluster.Client
+	client    console.Cluster // a *cluster.Client, or consoleShards with --clusters
 	identity  pki.Identity
 	clientTLS *tls.Config
 	certs     map[string]*x509.Certificate
@@ -127,7 +134,7 @@ type consoleCluster struct {
 func dialConsoleCluster(g *ctlGlobals) (consoleCluster, string) {
 	var out consoleCluster
 	endpoints := splitEndpoints(g.cluster)
-	if len(endpoints) == 0 {
+	if len(endpoints) == 0 && g.clusters == "" {
 		return out, "--cluster: no endpoint given"
 	}
 	tc, err := g.tlsConfig()
@@ -145,9 +152,24 @@ func dialConsoleCluster(g *ctlGlobals) (consoleCluster, string) {
 			out.certs["cluster CA"] = ca
 		}
 	}
-	out.client, err = cluster.New(cluster.Config{TLS: tc, Endpoints: endpoints, Retries: 2 * len(endpoints)})
-	if err != nil {
-		return out, "--cluster: " + strings.TrimPrefix(err.Error(), "cluster: invalid config: ")
+	newClient := func(eps []string) (*cluster.Client, error) {
+		return cluster.New(cluster.Config{TLS: tc, Endpoints: eps, Retries: 2 * len(eps)})
+	}
+	if g.clusters != "" {
+		shards, err := shardsFor(g.clusters, newClient)
+		if err != nil {
+			return out, err.Error()
+		}
+		out.client, endpoints = newConsoleShards(shards), nil
+		for _, sh := range shards.All() {
+			endpoints = append(endpoints, sh.Client.Endpoints()...)
+		}
+	} else {
+		c, err := newClient(endpoints)
+		if err != nil {
+			return out, "--cluster: " + strings.TrimPrefix(err.Error(), "cluster: invalid config: ")
+		}
+		out.client = c
 	}
 	scheme := "http://"
 	if tc != nil {

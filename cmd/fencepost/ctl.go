@@ -342,7 +342,13 @@ func runCtlCmd(ctx context.Context, c *ctlCmd, g *ctlGlobals, args []string, std
 		}
 		switch {
 		case len(c.args) > 0 && c.args[0] == "ID":
-			client = shards.For(pos[0]).Client
+			lctx, cancel := context.WithTimeout(ctx, g.timeout)
+			sh, err := shards.Locate(lctx, pos[0])
+			cancel()
+			if err != nil {
+				return reportCtlError(stderr, name, g, "", err)
+			}
+			client = sh.Client
 		case !ctlAcrossShards[c.name]:
 			return usageError(stderr, name, "--clusters: this command concerns one cluster; give it --cluster instead")
 		}

@@ -21,39 +21,19 @@ const ctlClustersEnv = config.EnvClusters
 // --cluster.
 var ctlAcrossShards = map[string]bool{"tasks list": true, "leases list": true}
 
-// parseShards reads --clusters: "NAME=ADDR,ADDR;NAME=ADDR,...".
-func parseShards(s string) ([][2]string, error) {
-	var out [][2]string
-	for part := range strings.SplitSeq(s, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, eps, ok := strings.Cut(part, "=")
-		if !ok || strings.TrimSpace(name) == "" || strings.TrimSpace(eps) == "" {
-			return nil, fmt.Errorf("--clusters: %q is not NAME=ADDR[,ADDR...]", part)
-		}
-		out = append(out, [2]string{strings.TrimSpace(name), eps})
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--clusters: no cluster given")
-	}
-	return out, nil
-}
-
 // shardsFor builds the router of --clusters with newClient.
 func shardsFor(spec string, newClient func([]string) (*cluster.Client, error)) (*cluster.Shards, error) {
-	parsed, err := parseShards(spec)
+	parsed, err := cluster.ParseShardSpecs(spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--clusters: %v", strings.TrimPrefix(err.Error(), cluster.ErrShards.Error()+": "))
 	}
 	var shards []cluster.Shard
 	for _, p := range parsed {
-		c, err := newClient(splitEndpoints(p[1]))
+		c, err := newClient(p.Endpoints)
 		if err != nil {
-			return nil, fmt.Errorf("--clusters: %s: %v", p[0], err)
+			return nil, fmt.Errorf("--clusters: %s: %v", p.Name, err)
 		}
-		shards = append(shards, cluster.Shard{Name: p[0], Client: c})
+		shards = append(shards, cluster.Shard{Name: p.Name, Client: c})
 	}
 	s, err := cluster.NewShards(shards)
 	if err != nil {

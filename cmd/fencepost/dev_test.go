@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -104,10 +105,34 @@ func TestDevBannerFromAnyDirectory(t *testing.T) {
 	t.Chdir(startDir)
 	cfg := config.DefaultDev()
 	cfg.DataDir = filepath.Join("data", "dev") // relative to startDir
-	cfg.Ports = config.DevPorts{}
+	cfg.Ports = config.DevPorts{Raft: freeLoopbackPort(t)}
 	cfg.Log.Format = "json"
 	cfg.SignatureHosts = []string{mineHost}
 	banner := startDevBanner(t, cfg)
+
+	// The node's own ports are never proxy targets (issue 30): the raft
+	// port, which dev adds to refuse_targets itself, and the cluster API.
+	t.Run("OwnPortsRefused", func(t *testing.T) {
+		proxyURL, err := url.Parse(bannerLine(t, banner, "sidecar proxy")[2])
+		require.NoError(t, err)
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}
+		apiHost := strings.TrimPrefix(bannerLine(t, banner, "cluster API")[2], "https://")
+		_, apiPort, err := net.SplitHostPort(apiHost)
+		require.NoError(t, err)
+		for _, target := range []string{
+			"http://127.0.0.1:" + strconv.Itoa(cfg.Ports.Raft) + "/",
+			"http://localhost:" + strconv.Itoa(cfg.Ports.Raft) + "/",
+			"http://127.0.0.1:" + apiPort + "/v1/tasks",
+		} {
+			resp, err := client.Post(target, "application/json", strings.NewReader(`{}`))
+			require.NoError(t, err, target)
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s: %s", target, body)
+			require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), target)
+			require.Contains(t, string(body), "target-forbidden", target)
+		}
+	})
 
 	// First, while the sidecar holds dev-task: the ctl line revokes it.
 	t.Run("SignatureHosts", func(t *testing.T) {
@@ -174,6 +199,17 @@ func TestDevBannerFromAnyDirectory(t *testing.T) {
 		}
 		require.Greater(t, paths, 5)
 	})
+}
+
+// freeLoopbackPort is a port free on 127.0.0.1 a moment ago, for a
+// setting that must name its port in advance.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
 }
 
 // A port another process holds: the error names the flag that moves it

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/proxy/capture"
 	"github.com/fencepost/fencepost/proxy/workertie"
 )
 
@@ -39,9 +41,20 @@ its leases' (README "When the worker dies or hangs"):
 Every sidecar flag applies (fencepost sidecar --help); with --task the
 sidecar acquires the task before it starts the child.
 
+With --capture (root, CAP_NET_ADMIN) the child runs under a uid of its own
+(--capture-uid, else capture.worker_uid, else 1338) and nat rules for that
+uid alone (chain FPRUN_<uid>, tag fencepost-run-<uid>) send its outbound
+TCP, loopback included, to the sidecar's transparent listener, so a child
+that ignores HTTP_PROXY is fenced all the same (README "Closing the
+bypass"). The sidecar's own ports, the cluster's endpoints and DNS stay
+direct; no other process is captured. The rules go when the run ends,
+however it ends; a run killed with SIGKILL leaves them, and
+fencepost capture --remove --capture-worker-uid <uid> takes them out.
+
 Examples:
   fencepost run --cluster 127.0.0.1:7400 --task t1 -- python agent.py
   fencepost run --config sidecar.yaml --worker-restart on-failure -- ./worker --fast
+  sudo fencepost run --cluster 127.0.0.1:7400 --task t1 --capture -- python agent.py
 `
 
 func init() {
@@ -58,11 +71,22 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlagSet("run")
 	flags := config.BindFlags(fs, config.RoleSidecar)
+	captured := fs.Bool("capture", false, "capture the child's outbound TCP: it runs under its own uid, whose connections nat rules send to the sidecar (needs root; run_capture.go)")
+	captureUID := fs.Int("capture-uid", -1, fmt.Sprintf("with --capture: the child's uid (default capture.worker_uid when set, else %d)", capture.DefaultRunWorkerUID))
 	if code, ok := parseFlags(fs, runUsage, sidecarArgs, stdout, stderr); !ok {
 		return code
 	}
 	if len(argv) == 0 || argv[0] == "" {
 		return usageError(stderr, "run", "give the worker's command after --, e.g. fencepost run --task t1 -- python agent.py")
+	}
+	if *captureUID >= 0 && !*captured {
+		return usageError(stderr, "run", "--capture-uid applies only with --capture")
+	}
+	if *captured {
+		// First: without the privilege nothing else matters.
+		if err := capture.CheckPrivileges(); err != nil {
+			return usageError(stderr, "run", "--capture: "+err.Error())
+		}
 	}
 	cfg, code := loadRole[*config.Sidecar](config.RoleSidecar, flags, "run", stderr)
 	if code != exitOK {
@@ -73,6 +97,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return reportError(stderr, "run", err)
 	}
 	defer func() { _ = log.Sync() }()
+	var cc *childCapture
+	if *captured {
+		if cc, err = prepareRunCapture(cfg, *captureUID, log.Named("capture")); err != nil {
+			return usageError(stderr, "run", err.Error())
+		}
+	}
 	// Signals go to the child, not to this process's shutdown: the run
 	// ends when the child does. (The command's ctx still ends it when the
 	// caller cancels it, in tests.)
@@ -89,9 +119,23 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportError(stderr, "run", err)
 	}
+	if cc != nil {
+		// Deferred first, so it runs last: after the child has exited and
+		// the sidecar (its listener) stopped, on every path out.
+		defer cc.remove()
+		if err := cc.install(ctx, cfg, sc); err != nil {
+			if serr := stopSidecar(sc, cfg); serr != nil {
+				log.Warn("stopping the sidecar", zap.Error(serr))
+			}
+			return reportError(stderr, "run", err)
+		}
+	}
 	sup := &workertie.Supervisor{
 		Config: cfg.Worker.Tie(), Keeper: sc.WorkerKeeper(), Argv: argv, Env: sc.WorkerEnv,
 		Signals: sigs, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Log: log.Named("run"),
+	}
+	if cc != nil {
+		sup.Credential = cc.cred
 	}
 	childCode, runErr := sup.Run(ctx)
 	if runErr != nil {

@@ -111,12 +111,28 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		if timeout == 0 {
 			timeout = proxy.DefaultClusterTimeout
 		}
-		c, err := cluster.New(cluster.Config{Endpoints: cfg.Cluster, Timeout: timeout, TLS: src.ClientConfig(""),
-			HeartbeatTransport: cfg.HeartbeatTransport, Logger: log.Named("cluster")})
-		if err != nil {
-			return nil, startError(err)
+		newClient := func(eps []string) (*cluster.Client, error) {
+			c, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: timeout, TLS: src.ClientConfig(""),
+				HeartbeatTransport: cfg.HeartbeatTransport, Logger: log.Named("cluster")})
+			if err != nil {
+				return nil, startError(err)
+			}
+			return c, nil
 		}
-		cc = c
+		if len(pc.Clusters) == 0 {
+			c, err := newClient(cfg.Cluster)
+			if err != nil {
+				return nil, err
+			}
+			cc = c
+		}
+		for i := range pc.Clusters {
+			c, err := newClient(pc.Clusters[i].Endpoints)
+			if err != nil {
+				return nil, err
+			}
+			pc.Clusters[i].Client = c
+		}
 	}
 	sc, err := proxy.New(pc, cc)
 	if err != nil {
@@ -126,10 +142,11 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		return nil, startError(err)
 	}
 	if src == nil {
-		log.Warn("the link to the cluster is PLAIN HTTP (no cluster_tls): for a cluster on loopback only", zap.Strings("cluster", cfg.Cluster))
+		log.Warn("the link to the cluster is PLAIN HTTP (no cluster_tls): for a cluster on loopback only", zap.Strings("cluster", cfg.Endpoints()))
 	}
 	log.Info("fencepost sidecar started", zap.String("proxy", sc.ProxyAddr()),
-		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("task", cfg.Task), zap.Bool("cluster_tls", src != nil))
+		zap.String("control", sc.ControlAddr()), zap.Strings("cluster", cfg.Cluster), zap.String("clusters", cfg.Clusters),
+		zap.String("task", cfg.Task), zap.Bool("cluster_tls", src != nil))
 	return sc, nil
 }
 
@@ -148,7 +165,7 @@ func checkClusterScheme(ctx context.Context, cfg *config.Sidecar, src *pki.Sourc
 	pctx, cancel := context.WithTimeout(ctx, sidecarSchemeProbe)
 	defer cancel()
 	var me *cluster.MismatchError
-	if !errors.As(cluster.ProbeScheme(pctx, cfg.Cluster, tc), &me) {
+	if !errors.As(cluster.ProbeScheme(pctx, cfg.Endpoints(), tc), &me) {
 		return nil
 	}
 	if me.ServerTLS {
@@ -167,10 +184,22 @@ func stopSidecar(sc *proxy.Sidecar, cfg *config.Sidecar) error {
 	return sc.Shutdown(ctx)
 }
 
+// sidecarShards maps the clusters key onto proxy's (nil with one
+// cluster); Validate has parsed it already.
+func sidecarShards(cfg *config.Sidecar) []proxy.ClusterShard {
+	specs, _ := cfg.Shards()
+	var out []proxy.ClusterShard
+	for _, sp := range specs {
+		out = append(out, proxy.ClusterShard{Name: sp.Name, Endpoints: sp.Endpoints})
+	}
+	return out
+}
+
 // sidecarConfig maps the sidecar file/env/flag configuration onto proxy's.
 func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) proxy.Config {
 	pc := proxy.Config{
 		Endpoints:          cfg.Cluster,
+		Clusters:           sidecarShards(cfg),
 		WorkerID:           cfg.WorkerID,
 		ProxyAddr:          cfg.ProxyAddr,
 		ControlAddr:        cfg.ControlAddr,

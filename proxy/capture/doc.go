@@ -14,6 +14,9 @@
 //     (Istio excludes its proxy's uid 1337 the same way).
 //  2. RETURN for loopback destinations: the worker's explicit calls to
 //     the sidecar (HTTP_PROXY, the control API) and other local services.
+//     A local worker's plan (RunPlan, fencepost run --capture) captures
+//     loopback instead and returns only the sidecar's own listeners, the
+//     cluster's endpoints and DNS on TCP 53 (ExcludeDests).
 //  3. RETURN for the excluded CIDRs (the cluster's endpoints and the
 //     configured ones) and the excluded destination ports.
 //  4. REDIRECT of TCP (all ports, or the listed ones) to the listener

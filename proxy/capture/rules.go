@@ -55,6 +55,17 @@ type Plan struct {
 	// ExcludeCIDRs are destinations never captured: the cluster's
 	// endpoints and any configured networks. Each applies to its family.
 	ExcludeCIDRs []netip.Prefix
+	// Loopback, when set, captures loopback destinations too: on a local
+	// worker's host (fencepost run --capture) the services the worker
+	// writes to may listen on 127.0.0.1, and leaving loopback out would
+	// leave them a bypass. ExcludeDests then names what on loopback must
+	// stay direct. Unset (a pod): loopback is the pod's own containers
+	// and the sidecar, never captured.
+	Loopback bool
+	// ExcludeDests are TCP destinations (address and port) never captured:
+	// with Loopback, the sidecar's own listeners, the cluster's endpoints
+	// and the DNS servers' TCP port 53. Each applies to its family.
+	ExcludeDests []netip.AddrPort
 	// BlockUDPPorts lists UDP destination ports refused (ICMP port
 	// unreachable) for the captured uids: UDP cannot be redirected to the
 	// sidecar, so QUIC (UDP 443) is closed instead and clients fall back to
@@ -103,6 +114,11 @@ func (p Plan) Validate() error {
 			}
 		}
 	}
+	for _, d := range p.ExcludeDests {
+		if !d.IsValid() || d.Port() == 0 {
+			bad("excluded destination %q must be an address and a port 1-65535", d)
+		}
+	}
 	for _, port := range p.Ports {
 		if slices.Contains(p.ExcludePorts, port) {
 			bad("port %d is both captured and excluded", port)
@@ -133,6 +149,11 @@ func (p Plan) Rules(f Family) [][]string {
 	add := p.adder(&out)
 	chain := []string{"-A", p.Chain}
 	p.exclusions(f, add)
+	for _, d := range p.ExcludeDests {
+		if a := d.Addr().Unmap(); a.Is4() == (f == IPv4) {
+			add("exclude-dest", append(chain, "-d", netip.PrefixFrom(a, a.BitLen()).String(), "-p", "tcp", "--dport", strconv.Itoa(int(d.Port())), "-j", "RETURN")...)
+		}
+	}
 	for _, group := range chunks(p.ExcludePorts) {
 		add("exclude-ports", append(chain, "-p", "tcp", "-m", "multiport", "--dports", group, "-j", "RETURN")...)
 	}
@@ -172,15 +193,18 @@ func (p Plan) adder(out *[][]string) func(what string, args ...string) {
 }
 
 // exclusions adds the RETURN rules both tables start with: the sidecar's
-// uid, loopback and the excluded CIDRs of family f.
+// uid, loopback (unless Loopback captures it) and the excluded CIDRs of
+// family f.
 func (p Plan) exclusions(f Family, add func(what string, args ...string)) {
 	chain := []string{"-A", p.Chain}
 	add("sidecar-uid", append(chain, "-m", "owner", "--uid-owner", strconv.Itoa(p.SidecarUID), "-j", "RETURN")...)
-	loop := "127.0.0.0/8"
-	if f == IPv6 {
-		loop = "::1/128"
+	if !p.Loopback {
+		loop := "127.0.0.0/8"
+		if f == IPv6 {
+			loop = "::1/128"
+		}
+		add("loopback", append(chain, "-d", loop, "-j", "RETURN")...)
 	}
-	add("loopback", append(chain, "-d", loop, "-j", "RETURN")...)
 	for _, c := range p.ExcludeCIDRs {
 		if c.Addr().Is4() != (f == IPv4) {
 			continue

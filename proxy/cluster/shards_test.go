@@ -67,3 +67,39 @@ func TestNewShardsRefusesBadLists(t *testing.T) {
 		require.ErrorIs(t, err, ErrShards)
 	}
 }
+
+// Rank puts the owner first and, past it, the shard that owned the task
+// before the owner was added: a task created before a cluster was added
+// is found where it was by looking down the ranking.
+func TestRankIsOwnerThenPreviousOwner(t *testing.T) {
+	three := testShards(t, "east", "west", "north")
+	names := []string{"east", "west", "north", "south"}
+	four := testShards(t, names...)
+	for i := range 2000 {
+		id := fmt.Sprintf("run_%d", i)
+		r := Rank(names, id)
+		require.Len(t, r, 4)
+		require.Equal(t, four.For(id).Name, r[0])
+		require.Equal(t, r[0], four.Ranked(id)[0].Name)
+		if r[0] == "south" {
+			require.Equal(t, three.For(id).Name, r[1], "%s: the next in rank is the owner before south was added", id)
+		}
+	}
+}
+
+func TestParseShardSpecs(t *testing.T) {
+	got, err := ParseShardSpecs(" east=a:1, b:2 ;west=c:3;")
+	require.NoError(t, err)
+	require.Equal(t, []ShardSpec{{Name: "east", Endpoints: []string{"a:1", "b:2"}}, {Name: "west", Endpoints: []string{"c:3"}}}, got)
+	for spec, want := range map[string]string{
+		"":                "no cluster given",
+		"east":            `"east" is not NAME=ADDR[,ADDR...]`,
+		"=a:1":            `"=a:1" is not NAME=ADDR[,ADDR...]`,
+		"east=,":          `"east=," is not NAME=ADDR[,ADDR...]`,
+		"east=a:1;east=b": `shard name "east" given twice`,
+	} {
+		_, err := ParseShardSpecs(spec)
+		require.ErrorIs(t, err, ErrShards, spec)
+		require.ErrorContains(t, err, want, spec)
+	}
+}

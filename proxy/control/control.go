@@ -38,8 +38,7 @@ type Settings struct {
 // loopback (proxy's Config.Validate refuses anything else).
 type API struct {
 	cfg     Settings
-	keeper  *leases.Keeper
-	cluster leases.Cluster
+	keeper  *leases.Router
 	log     *zap.Logger
 	ready   func() (bool, string)
 	metrics fasthttp.RequestHandler // nil without a gatherer
@@ -52,10 +51,11 @@ type route struct {
 	handle  fasthttp.RequestHandler
 }
 
-// New builds the control API over k and c; gatherer serves /metrics
-// (none when nil) and ready is the readiness condition.
-func New(cfg Settings, k *leases.Keeper, c leases.Cluster, gatherer prometheus.Gatherer, ready func() (bool, string)) *API {
-	ctl := &API{cfg: cfg, keeper: k, cluster: c, log: cfg.Logger.Named("sidecar"), ready: ready}
+// New builds the control API over the leases of r, whose route also
+// names the cluster of each call it makes itself; gatherer serves
+// /metrics (none when nil) and ready is the readiness condition.
+func New(cfg Settings, r *leases.Router, gatherer prometheus.Gatherer, ready func() (bool, string)) *API {
+	ctl := &API{cfg: cfg, keeper: r, log: cfg.Logger.Named("sidecar"), ready: ready}
 	if gatherer != nil {
 		ctl.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}

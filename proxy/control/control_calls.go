@@ -98,8 +98,8 @@ func (c *API) checkpoint(ctx *fasthttp.RequestCtx) {
 	}
 	cctx, cancel := c.callCtx()
 	defer cancel()
-	t, err := c.cluster.Checkpoint(cctx, task, api.CheckpointRequest{
-		SessionID: c.keeper.SessionID(), Epoch: epoch, Seq: req.Seq, Step: req.Step, Data: req.Data,
+	t, err := c.keeper.ClusterFor(task).Checkpoint(cctx, task, api.CheckpointRequest{
+		SessionID: c.keeper.SessionFor(task), Epoch: epoch, Seq: req.Seq, Step: req.Step, Data: req.Data,
 	})
 	if err != nil {
 		c.controlError(ctx, task, epoch, err)
@@ -128,7 +128,7 @@ func (c *API) wait(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	c.end(ctx, req.TaskID, leases.ReasonWaiting, "waiting", func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error) {
-		return c.cluster.Wait(cctx, task, api.WaitRequest{SessionID: sid, Epoch: epoch, TimeoutMs: req.TimeoutMs, Reason: req.Reason})
+		return c.keeper.ClusterFor(task).Wait(cctx, task, api.WaitRequest{SessionID: sid, Epoch: epoch, TimeoutMs: req.TimeoutMs, Reason: req.Reason})
 	})
 }
 
@@ -140,7 +140,7 @@ func (c *API) release(out lease.Outcome) fasthttp.RequestHandler {
 			return
 		}
 		c.end(ctx, req.TaskID, leases.ReasonReleased, string(out), func(cctx context.Context, task, sid string, epoch uint64) (*lease.Task, error) {
-			return c.cluster.Release(cctx, task, api.ReleaseRequest{SessionID: sid, Epoch: epoch, Outcome: out, Result: req.Result, Reason: req.Reason})
+			return c.keeper.ClusterFor(task).Release(cctx, task, api.ReleaseRequest{SessionID: sid, Epoch: epoch, Outcome: out, Result: req.Result, Reason: req.Reason})
 		})
 	}
 }
@@ -159,7 +159,7 @@ func (c *API) end(ctx *fasthttp.RequestCtx, taskID string, r leases.Reason, why 
 	c.keeper.Hold(task, epoch, r)
 	cctx, cancel := c.callCtx()
 	defer cancel()
-	t, err := call(cctx, task, c.keeper.SessionID(), epoch)
+	t, err := call(cctx, task, c.keeper.SessionFor(task), epoch)
 	if err != nil {
 		c.keeper.Unhold(task, epoch)
 		c.controlError(ctx, task, epoch, err)

@@ -19,12 +19,12 @@ import (
 
 func TestControlModelErrorsFollowTheModelTable(t *testing.T) {
 	fc := proxytest.NewCluster()
-	k, err := leases.New(leases.Settings{
+	k, err := leases.NewRouter([]leases.Member{{Cluster: fc, Settings: leases.Settings{
 		WorkerID: "worker-1", SessionHeartbeat: time.Second, ClusterTimeout: time.Second,
 		Logger: zap.NewNop(), Registerer: prometheus.NewRegistry(), Clock: proxytest.NewClock(),
-	}, fc)
+	}}}, nil)
 	require.NoError(t, err)
-	c := New(Settings{ClusterTimeout: time.Second, Logger: zap.NewNop()}, k, fc, nil, func() (bool, string) { return true, "ok" })
+	c := New(Settings{ClusterTimeout: time.Second, Logger: zap.NewNop()}, k, nil, func() (bool, string) { return true, "ok" })
 	problemOf := func(ctx *fasthttp.RequestCtx) api.Problem {
 		var p api.Problem
 		require.NoError(t, json.Unmarshal(ctx.Response.Body(), &p))

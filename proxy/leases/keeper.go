@@ -31,13 +31,17 @@ type Keeper struct {
 	// stream is the control API's event stream (package eventstream);
 	// progress, handover, runCtx and reacquiring serve the worker tie
 	// (worker.go).
-	stream      *eventstream.Hub
-	progress    progressMarks
-	handover    handovers
-	runCtx      atomic.Value // context.Context of Run
-	reacquiring atomic.Bool
+	stream   *eventstream.Hub
+	progress progressMarks
+	handover handovers
+	// ownStreams: events and stream are this keeper's own (New), closed
+	// by CloseSession; a Router's keepers share the router's.
+	ownStreams bool
 
 	sid atomic.Value // string: the open session's id, "" while none
+	// failing: the last heartbeat failed (the cluster may be down);
+	// Router.Clusters reports it.
+	failing atomic.Bool
 
 	wake wakeups
 }
@@ -59,19 +63,34 @@ func ring(ch chan struct{}) {
 	}
 }
 
-// New builds a keeper that talks to the cluster through c and registers
-// its metrics with s.Registerer. Nothing is started (Run).
+// New builds a keeper of one cluster that talks to it through c and
+// registers its metrics with s.Registerer. Nothing is started (Run).
+// One-task mode (Settings.Task) is the Router's: a keeper alone ignores it.
 func New(s Settings, c Cluster) (*Keeper, error) {
+	k, err := newKeeper(s, c, newBroker(), eventstream.NewHub())
+	if err != nil {
+		return nil, err
+	}
+	k.ownStreams = true
+	return k, nil
+}
+
+// newKeeper builds a keeper that publishes to events and stream.
+func newKeeper(s Settings, c Cluster, events *broker, stream *eventstream.Hub) (*Keeper, error) {
 	table := newLeaseTable(s.Drift, s.MarginFloor)
 	m, err := newMetrics(s.Registerer, s.Clock, table)
 	if err != nil {
 		return nil, err
 	}
+	log := s.Logger.Named("sidecar")
+	if s.Cluster != "" {
+		log = log.With(zap.String("cluster", s.Cluster))
+	}
 	return &Keeper{
-		cfg: s, cluster: c, log: s.Logger.Named("sidecar"), clock: s.Clock, metrics: m,
+		cfg: s, cluster: c, log: log, clock: s.Clock, metrics: m,
 		table:  table,
-		events: newBroker(),
-		stream: eventstream.NewHub(),
+		events: events,
+		stream: stream,
 		wake: wakeups{
 			hb: make(chan struct{}, 1), watch: make(chan struct{}, 1), dog: make(chan struct{}, 1),
 		},
@@ -81,14 +100,10 @@ func New(s Settings, c Cluster) (*Keeper, error) {
 // Run starts the keeper's loops under ctx; go starts one goroutine the
 // caller waits for.
 func (k *Keeper) Run(ctx context.Context, goLoop func(func())) {
-	k.runCtx.Store(ctx)
 	goLoop(func() { k.runHeartbeat(ctx) })
 	goLoop(func() { k.runWatchdog(ctx) })
 	if w, ok := k.cluster.(sessionWatcher); ok {
 		goLoop(func() { k.runWatch(ctx, w) })
-	}
-	if k.cfg.Task != "" {
-		goLoop(func() { k.runOneTask(ctx) })
 	}
 }
 
@@ -114,6 +129,10 @@ func (k *Keeper) SessionID() string {
 	sid, _ := k.sid.Load().(string)
 	return sid
 }
+
+// SessionFor is the session a task's calls are made under: a keeper has
+// one, whatever the task.
+func (k *Keeper) SessionFor(string) string { return k.SessionID() }
 
 func (k *Keeper) setSession(sid string) { k.sid.Store(sid) }
 
@@ -245,41 +264,10 @@ func (k *Keeper) Acquire(ctx context.Context, taskID string, claim bool, req api
 	return g, nil
 }
 
-// runOneTask acquires the configured task (creating it when missing) and
-// retries with jitter until it holds it or the sidecar stops. A lease
-// lost later is not re-acquired: a revoke must stick, and a worker whose
-// lease expired should restart from the checkpoint with a fresh sidecar.
-func (k *Keeper) runOneTask(ctx context.Context) {
-	fails := 0
-	for ctx.Err() == nil {
-		_, err := k.Acquire(ctx, k.cfg.Task, false, api.AcquireRequest{Create: true, Profile: k.cfg.Profile})
-		if err == nil {
-			return
-		}
-		if errors.Is(err, lease.ErrTaskFinal) {
-			k.log.Error("one-task mode: task is final; not acquiring", zap.String("task", k.cfg.Task), zap.Error(err))
-			return
-		}
-		fails++
-		if !errors.Is(err, ErrNoSession) {
-			if ce := k.log.Check(zap.InfoLevel, "one-task mode: acquire failed, retrying"); ce != nil {
-				ce.Write(zap.String("task", k.cfg.Task), zap.Int("attempt", fails), zap.Error(err))
-			}
-		}
-		k.sleep(ctx, retryDelay(fails, 4*k.cfg.SessionHeartbeat), nil)
-	}
-}
-
-// Ready reports the keeper's part of readiness: a session, and in
-// one-task mode a current lease on the task.
+// Ready reports the keeper's part of readiness: a session.
 func (k *Keeper) Ready() (bool, string) {
 	if k.SessionID() == "" {
 		return false, "no cluster session"
-	}
-	if k.cfg.Task != "" {
-		if _, why := k.Check(k.cfg.Task); why != "" {
-			return false, "no current lease on " + k.cfg.Task + ": " + string(why)
-		}
 	}
 	return true, "ok"
 }
@@ -305,7 +293,8 @@ func (k *Keeper) GiveBackAll(ctx context.Context) {
 }
 
 // CloseSession closes the session at the cluster, bounded by
-// ClusterTimeout, and ends every subscription.
+// ClusterTimeout, and ends every subscription of a keeper built by New
+// (a Router ends its own once every keeper closed).
 func (k *Keeper) CloseSession(ctx context.Context) {
 	if sid := k.SessionID(); sid != "" {
 		cctx, cancel := context.WithTimeout(ctx, k.cfg.ClusterTimeout)
@@ -314,8 +303,10 @@ func (k *Keeper) CloseSession(ctx context.Context) {
 		}
 		cancel()
 	}
-	k.events.close()
-	k.stream.Close()
+	if k.ownStreams {
+		k.events.close()
+		k.stream.Close()
+	}
 }
 
 // sleep waits d on the keeper's clock. It returns true when woken early

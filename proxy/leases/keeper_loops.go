@@ -103,6 +103,7 @@ func (k *Keeper) heartbeat(ctx context.Context, sid string, fails *int) time.Tim
 			return sent
 		}
 		*fails++
+		k.failing.Store(true)
 		k.metrics.heartbeatFails.Inc()
 		if ce := k.log.Check(zap.WarnLevel, "heartbeat failed"); ce != nil {
 			ce.Write(zap.Int("attempt", *fails), zap.Error(err))
@@ -113,6 +114,7 @@ func (k *Keeper) heartbeat(ctx context.Context, sid string, fails *int) time.Tim
 		return sent
 	}
 	*fails = 0
+	k.failing.Store(false)
 	k.metrics.heartbeatLatency.Observe(time.Since(wall).Seconds())
 	k.applyHeartbeat(resp, sent)
 	return sent

@@ -96,3 +96,14 @@ func (k *Keeper) NextWrite(taskID string, epoch uint64) (seq, ordinal uint64, ok
 func (k *Keeper) Checkpointed(taskID string, epoch, seq uint64, step string) {
 	k.table.checkpointed(taskID, epoch, seq, step)
 }
+
+// knows reports whether the table holds a lease on taskID, or remembers
+// one that ended (a tombstone): the Router routes such a task to this
+// table's keeper.
+func (t *leaseTable) knows(taskID string) (held, gone bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, held = t.held[taskID]
+	_, gone = t.gone[taskID]
+	return held, gone
+}

@@ -16,8 +16,11 @@ import (
 // defaults already applied (package proxy owns the defaults).
 type Settings struct {
 	WorkerID string // the worker the session is opened for
-	Task     string // one-task mode: the task acquired at start ("" off)
+	Task     string // one-task mode (the Router's): the task acquired at start ("" off)
 	Profile  string // one-task mode: the profile of a task it creates
+	// Cluster names the keeper's cluster among several (its logs say
+	// which); "" with one cluster.
+	Cluster string
 	// Drift and MarginFloor make the safety margin taken off a validity.
 	Drift            float64
 	MarginFloor      time.Duration

@@ -2,7 +2,6 @@ package leases
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -192,51 +191,4 @@ func (h *handovers) get(r Ref) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.by[keyOf(r)]
-}
-
-// HoldOneTask returns the one-task mode lease a new worker runs under: the
-// one held now, else the task acquired again (a new, higher epoch),
-// retrying until it is granted or ctx ends.
-func (k *Keeper) HoldOneTask(ctx context.Context) (Handover, error) {
-	fails := 0
-	for {
-		if ref, why := k.Check(k.cfg.Task); why == "" {
-			return Handover{Ref: ref, Checkpoint: k.handover.get(ref)}, nil
-		}
-		g, err := k.Acquire(ctx, k.cfg.Task, false, api.AcquireRequest{Create: true, Profile: k.cfg.Profile})
-		if err == nil {
-			ref := Ref{TaskID: g.Task.ID, Epoch: g.Lease.Epoch}
-			return Handover{Ref: ref, Checkpoint: k.handover.get(ref)}, nil
-		}
-		if ctx.Err() != nil {
-			return Handover{}, ctx.Err()
-		}
-		if errors.Is(err, lease.ErrTaskFinal) {
-			return Handover{}, err
-		}
-		fails++
-		k.sleep(ctx, retryDelay(fails, 4*k.cfg.SessionHeartbeat), nil)
-	}
-}
-
-// WorkerAttached tells the keeper a (new) worker tied itself to the
-// sidecar: in one-task mode, a task given back for its predecessor's
-// death is acquired again, in the background.
-func (k *Keeper) WorkerAttached() {
-	ctx, _ := k.runCtx.Load().(context.Context)
-	if k.cfg.Task == "" || ctx == nil || ctx.Err() != nil {
-		return
-	}
-	if _, why := k.Check(k.cfg.Task); why == "" {
-		return
-	}
-	if !k.reacquiring.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer k.reacquiring.Store(false)
-		if _, err := k.HoldOneTask(ctx); err != nil && ctx.Err() == nil {
-			k.log.Warn("one-task mode: acquiring the task for the new worker", zap.String("task", k.cfg.Task), zap.Error(err))
-		}
-	}()
 }

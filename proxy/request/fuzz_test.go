@@ -200,7 +200,7 @@ func (fl *fuzzLeases) NextWrite(taskID string, epoch uint64) (uint64, uint64, bo
 	return 0, fl.n, true
 }
 
-func (fl *fuzzLeases) SessionID() string                                    { return "s1" }
+func (fl *fuzzLeases) SessionFor(string) string                             { return "s1" }
 func (fl *fuzzLeases) LostByCluster(string, uint64, error) bool             { return false }
 func (fl *fuzzLeases) MarkProgress(task string) (leases.Ref, leases.Reason) { return fl.Check(task) }
 

@@ -64,7 +64,7 @@ func (x *exchange) forwardJournaled() {
 	url := string(req.URI().Scheme()) + "://" + x.tgt.hostPort + string(req.URI().RequestURI())
 	cctx, cancel := context.WithTimeout(context.Background(), p.cfg.ClusterTimeout)
 	res, err := p.journal.Intent(cctx, x.lease.TaskID, api.IntentRequest{
-		SessionID: p.keeper.SessionID(), Epoch: x.lease.Epoch, Key: key, Method: string(ctx.Method()), URL: url,
+		SessionID: p.keeper.SessionFor(x.lease.TaskID), Epoch: x.lease.Epoch, Key: key, Method: string(ctx.Method()), URL: url,
 		BodyDigest: hex.EncodeToString(sum[:]), DeadlineMs: p.cfg.UpstreamTimeout.Milliseconds(),
 	})
 	cancel()

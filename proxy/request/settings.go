@@ -112,8 +112,9 @@ type Leases interface {
 	TaskIDs() []string
 	// NextWrite returns the checkpoint and ordinal a derived key uses.
 	NextWrite(taskID string, epoch uint64) (seq, ordinal uint64, ok bool)
-	// SessionID is the open session, which journal entries name.
-	SessionID() string
+	// SessionFor is the open session of the task's cluster, which its
+	// journal entries name.
+	SessionFor(taskID string) string
 	// LostByCluster drops a lease the cluster says is no longer held.
 	LostByCluster(taskID string, epoch uint64, err error) bool
 	// MarkProgress records a progress mark for the task's current lease.

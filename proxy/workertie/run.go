@@ -39,6 +39,11 @@ type Supervisor struct {
 	Stdout, Stderr io.Writer
 	// Log receives the supervisor's decisions; nil discards them.
 	Log *zap.Logger
+	// Credential, when set, is the uid and gid the child runs as:
+	// fencepost run --capture starts it under the uid its capture rules
+	// match, so that only the child's connections are captured. Nil: the
+	// sidecar's own.
+	Credential *syscall.Credential
 	// Started, when set, is told each child's pid once it runs (tests,
 	// nemesis).
 	Started func(pid int, g Grant)
@@ -181,6 +186,7 @@ func (s *Supervisor) runOnce(ctx context.Context, cfg Config, g Grant, log *zap.
 	cmd.Env = append(os.Environ(), env.Vars()...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
 	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr.Credential = s.Credential
 	if err := cmd.Start(); err != nil {
 		return exit{}, fmt.Errorf("workertie: start %q: %w", s.Argv[0], err)
 	}

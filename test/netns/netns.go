@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -121,4 +122,33 @@ func (ns *NS) Command(uid int, name string, args ...string) *exec.Cmd {
 	}
 	argv = append(append(argv, "--", name), args...)
 	return exec.Command("nsenter", argv...)
+}
+
+// Inside reports whether this test binary is the re-run Reexec started in
+// a namespace: env (the variable the caller passed to Reexec) is set.
+func Inside(env string) bool { return os.Getenv(env) != "" }
+
+// Reexec runs t's body in a namespace of its own, so that the nat rules
+// and processes it sets up touch nothing of the host: it creates a
+// namespace (skipping t when Available says no), re-runs this test binary
+// inside it (ip netns exec) for t alone, with env set to the namespace's
+// name and extra added to the environment, logs the re-run's output and
+// fails t when the re-run failed. The caller returns after it; the re-run,
+// where Inside(env) is true, runs the body:
+//
+//	if !netns.Inside(myEnv) {
+//		netns.Reexec(t, "fpx", myEnv)
+//		return
+//	}
+func Reexec(t *testing.T, prefix, env string, extra ...string) {
+	t.Helper()
+	ns := New(t, prefix)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0],
+		"-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), env+"="+ns.Name), extra...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("inside namespace %s:\n%s", ns.Name, out)
+	if err != nil {
+		t.Fatalf("the test failed inside its namespace %s: %v", ns.Name, err)
+	}
 }
