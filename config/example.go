@@ -163,6 +163,10 @@ heartbeat:
   # Local deadline = heartbeat send time + validFor - max(drift x validFor, margin_floor).
   drift: 0.01                  # assumed clock-rate difference, 0 to 0.1
   margin_floor: 200ms
+# stream: heartbeats on one long-lived stream per member (a member without
+# the stream route, an older version, is sent unary requests); unary: one
+# HTTP request per heartbeat.
+heartbeat_transport: stream
 
 writes:
   reads_without_lease: allow   # allow or block reads while the lease is not current

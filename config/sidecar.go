@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencepost/fencepost/proxy"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/proxy/mitm"
 )
 
@@ -42,6 +43,10 @@ type Sidecar struct {
 	Profile string `yaml:"profile" doc:"one-task mode: profile for a newly created task (default: the cluster's)"`
 	// Heartbeat tunes the local lease deadline's safety margin.
 	Heartbeat SidecarHeartbeat `yaml:"heartbeat"`
+	// HeartbeatTransport is how heartbeats reach the cluster: "stream"
+	// (one long-lived stream per member; unary to a member without it)
+	// or "unary" (one HTTP request per heartbeat).
+	HeartbeatTransport string `yaml:"heartbeat_transport" doc:"how heartbeats reach the cluster: stream (one long-lived stream per member) or unary (one request per heartbeat)"`
 	// Writes decides which requests are writes and what reads may do.
 	Writes Writes `yaml:"writes"`
 	// TLS lists hosts the sidecar speaks TLS to on the worker's behalf.
@@ -202,7 +207,8 @@ func DefaultSidecar() *Sidecar {
 			Drift:       proxy.DefaultDrift,
 			MarginFloor: Duration(proxy.DefaultMarginFloor),
 		},
-		Writes: Writes{ReadsWithoutLease: string(proxy.ReadsAllow)},
+		HeartbeatTransport: proxy.DefaultHeartbeatTransport,
+		Writes:             Writes{ReadsWithoutLease: string(proxy.ReadsAllow)},
 		Limits: Limits{
 			MaxRequestBody:  proxy.DefaultMaxRequestBody,
 			MaxResponseBody: proxy.DefaultMaxResponseBody,
@@ -277,6 +283,9 @@ func (s *Sidecar) Validate() error {
 	}
 	if d := s.Heartbeat.Drift; d < 0 || d > 0.1 {
 		p.invalid("heartbeat.drift", "must be between 0 and 0.1 (got %g)", d)
+	}
+	if t := s.HeartbeatTransport; t != cluster.TransportStream && t != cluster.TransportUnary {
+		p.invalid("heartbeat_transport", "must be %q or %q (got %q)", cluster.TransportStream, cluster.TransportUnary, t)
 	}
 	if s.Heartbeat.MarginFloor < 0 {
 		p.invalid("heartbeat.margin_floor", "must be >= 0 (got %s)", s.Heartbeat.MarginFloor)

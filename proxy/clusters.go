@@ -69,7 +69,8 @@ func (c Config) allEndpoints() []string {
 // built here, which Shutdown closes.
 func (cfg Config) members(c Cluster, tr *proxytrace.Tracer) (ms []leases.Member, owned []*cluster.Client, err error) {
 	build := func(field string, eps []string) (Cluster, error) {
-		cc, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: cfg.ClusterTimeout, Logger: cfg.Logger.Named("cluster")})
+		cc, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: cfg.ClusterTimeout,
+			HeartbeatTransport: cfg.HeartbeatTransport, Logger: cfg.Logger.Named("cluster")})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, field, err)
 		}

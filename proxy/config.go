@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencepost/fencepost/fence"
+	"github.com/fencepost/fencepost/proxy/cluster"
 	"github.com/fencepost/fencepost/proxy/mitm"
 	"github.com/fencepost/fencepost/proxy/workertie"
 )
@@ -101,6 +102,10 @@ type Config struct {
 	SessionHeartbeat time.Duration
 	// ClusterTimeout bounds every cluster call. Default 5s.
 	ClusterTimeout time.Duration
+	// HeartbeatTransport is how heartbeats reach the cluster when New
+	// builds the cluster client: cluster.TransportStream (one long-lived
+	// stream per member, the default) or cluster.TransportUnary.
+	HeartbeatTransport string
 
 	// ReadsWithoutLease is the read policy. Default ReadsAllow.
 	ReadsWithoutLease ReadPolicy
@@ -190,14 +195,16 @@ const (
 	DefaultMarginFloor      = 200 * time.Millisecond
 	DefaultSessionHeartbeat = 5 * time.Second
 	DefaultClusterTimeout   = 5 * time.Second
-	DefaultMaxRequestBody   = 10 << 20
-	DefaultMaxResponseBody  = 64 << 20
-	DefaultMaxHeaderBytes   = 64 << 10
-	DefaultMaxJournalBody   = 1 << 20
-	DefaultDialTimeout      = 5 * time.Second
-	DefaultUpstreamTimeout  = 60 * time.Second
-	DefaultReadTimeout      = 30 * time.Second
-	DefaultIdleTimeout      = 90 * time.Second
+	// DefaultHeartbeatTransport is the cluster client's own default.
+	DefaultHeartbeatTransport = cluster.DefaultHeartbeatTransport
+	DefaultMaxRequestBody     = 10 << 20
+	DefaultMaxResponseBody    = 64 << 20
+	DefaultMaxHeaderBytes     = 64 << 10
+	DefaultMaxJournalBody     = 1 << 20
+	DefaultDialTimeout        = 5 * time.Second
+	DefaultUpstreamTimeout    = 60 * time.Second
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultIdleTimeout        = 90 * time.Second
 	// DefaultUpstreamIdleTimeout is below Node's 5 s keep-alive timeout.
 	DefaultUpstreamIdleTimeout = 4 * time.Second
 	DefaultHandshakeTimeout    = 10 * time.Second
@@ -225,6 +232,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.MarginFloor, DefaultMarginFloor)
 	setDur(&c.SessionHeartbeat, DefaultSessionHeartbeat)
 	setDur(&c.ClusterTimeout, DefaultClusterTimeout)
+	setStr(&c.HeartbeatTransport, DefaultHeartbeatTransport)
 	if c.ReadsWithoutLease == "" {
 		c.ReadsWithoutLease = ReadsAllow
 	}
@@ -318,6 +326,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return bad(d.field, "must not be negative, got %v", d.v)
 		}
+	}
+	if t := c.HeartbeatTransport; t != "" && t != cluster.TransportStream && t != cluster.TransportUnary {
+		return bad("heartbeatTransport", "must be %q or %q, got %q", cluster.TransportStream, cluster.TransportUnary, t)
 	}
 	if c.ReadsWithoutLease != ReadsAllow && c.ReadsWithoutLease != ReadsBlock {
 		return bad("readsWithoutLease", "must be %q or %q, got %q", ReadsAllow, ReadsBlock, c.ReadsWithoutLease)

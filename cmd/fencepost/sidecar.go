@@ -112,7 +112,8 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 			timeout = proxy.DefaultClusterTimeout
 		}
 		newClient := func(eps []string) (*cluster.Client, error) {
-			c, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: timeout, TLS: src.ClientConfig(""), Logger: log.Named("cluster")})
+			c, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: timeout, TLS: src.ClientConfig(""),
+				HeartbeatTransport: cfg.HeartbeatTransport, Logger: log.Named("cluster")})
 			if err != nil {
 				return nil, startError(err)
 			}
@@ -197,29 +198,30 @@ func sidecarShards(cfg *config.Sidecar) []proxy.ClusterShard {
 // sidecarConfig maps the sidecar file/env/flag configuration onto proxy's.
 func sidecarConfig(cfg *config.Sidecar, log *zap.Logger, reg *prometheus.Registry) proxy.Config {
 	pc := proxy.Config{
-		Endpoints:         cfg.Cluster,
-		Clusters:          sidecarShards(cfg),
-		WorkerID:          cfg.WorkerID,
-		ProxyAddr:         cfg.ProxyAddr,
-		ControlAddr:       cfg.ControlAddr,
-		MetricsAddr:       cfg.MetricsAddr,
-		Task:              cfg.Task,
-		Profile:           cfg.Profile,
-		Drift:             cfg.Heartbeat.Drift,
-		MarginFloor:       cfg.Heartbeat.MarginFloor.Std(),
-		ReadsWithoutLease: proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
-		ConnectAllow:      cfg.Connect.Allow,
-		SignatureHosts:    cfg.SignatureHosts,
-		RefuseTargets:     cfg.RefuseTargets,
-		MaxRequestBody:    cfg.Limits.MaxRequestBody.Int(),
-		MaxResponseBody:   int64(cfg.Limits.MaxResponseBody),
-		MaxHeaderBytes:    cfg.Limits.MaxHeaderBytes.Int(),
-		DialTimeout:       cfg.Timeouts.Dial.Std(),
-		UpstreamTimeout:   cfg.Timeouts.Upstream.Std(),
-		IdleTimeout:       cfg.Timeouts.Idle.Std(),
-		DrainTimeout:      cfg.DrainTimeout.Std(),
-		WritePresets:      cfg.Writes.Presets,
-		Capture:           proxy.Capture{Listen: cfg.Capture.Listen, OtherTCP: proxy.OtherTCP(cfg.Capture.OtherTCP)},
+		Endpoints:          cfg.Cluster,
+		Clusters:           sidecarShards(cfg),
+		WorkerID:           cfg.WorkerID,
+		ProxyAddr:          cfg.ProxyAddr,
+		ControlAddr:        cfg.ControlAddr,
+		MetricsAddr:        cfg.MetricsAddr,
+		Task:               cfg.Task,
+		Profile:            cfg.Profile,
+		Drift:              cfg.Heartbeat.Drift,
+		MarginFloor:        cfg.Heartbeat.MarginFloor.Std(),
+		HeartbeatTransport: cfg.HeartbeatTransport,
+		ReadsWithoutLease:  proxy.ReadPolicy(cfg.Writes.ReadsWithoutLease),
+		ConnectAllow:       cfg.Connect.Allow,
+		SignatureHosts:     cfg.SignatureHosts,
+		RefuseTargets:      cfg.RefuseTargets,
+		MaxRequestBody:     cfg.Limits.MaxRequestBody.Int(),
+		MaxResponseBody:    int64(cfg.Limits.MaxResponseBody),
+		MaxHeaderBytes:     cfg.Limits.MaxHeaderBytes.Int(),
+		DialTimeout:        cfg.Timeouts.Dial.Std(),
+		UpstreamTimeout:    cfg.Timeouts.Upstream.Std(),
+		IdleTimeout:        cfg.Timeouts.Idle.Std(),
+		DrainTimeout:       cfg.DrainTimeout.Std(),
+		WritePresets:       cfg.Writes.Presets,
+		Capture:            proxy.Capture{Listen: cfg.Capture.Listen, OtherTCP: proxy.OtherTCP(cfg.Capture.OtherTCP)},
 		Intercept: proxy.Intercept{Hosts: cfg.Intercept.Hosts, BundleFile: cfg.Intercept.BundleFile,
 			UpstreamCAFile: cfg.Intercept.UpstreamCAFile, CAValidity: cfg.Intercept.CAValidity.Std()},
 		UpstreamIdleTimeout: cfg.Timeouts.UpstreamIdle.Std(),

@@ -21,31 +21,34 @@ const HeaderRequestID = "X-Request-Id"
 
 // Routes. {id} is a task id, {sid} a session id, both path-escaped.
 const (
-	PathSessions      = "/v1/sessions"                         // POST open
-	PathSession       = "/v1/sessions/{sid}"                   // DELETE close
-	PathWatch         = "/v1/sessions/{sid}/watch"             // GET long-poll for lease changes
-	PathHeartbeat     = "/v1/sessions/{sid}/heartbeat"         // POST
-	PathTasks         = "/v1/tasks"                            // POST create, GET list
-	PathTask          = "/v1/tasks/{id}"                       // GET, DELETE (final tasks only)
-	PathAcquire       = "/v1/tasks/{id}/acquire"               // POST
-	PathClaim         = "/v1/claim"                            // POST
-	PathCheckpoint    = "/v1/tasks/{id}/checkpoint"            // POST
-	PathWait          = "/v1/tasks/{id}/wait"                  // POST
-	PathSignal        = "/v1/tasks/{id}/signal"                // POST
-	PathRelease       = "/v1/tasks/{id}/release"               // POST complete / fail / give back
-	PathRevoke        = "/v1/tasks/{id}/revoke"                // POST
-	PathCancel        = "/v1/tasks/{id}/cancel"                // POST
-	PathIntent        = "/v1/tasks/{id}/journal"               // POST record an intent
-	PathOutcome       = "/v1/tasks/{id}/journal/{key}/outcome" // POST record an outcome
-	PathLeases        = "/v1/leases"                           // GET list live leases
-	PathKeys          = "/v1/keys"                             // GET signing public keys
-	PathCluster       = "/v1/cluster"                          // GET status
-	PathClusterJoin   = "/v1/cluster/join"                     // POST
-	PathClusterRemove = "/v1/cluster/remove"                   // POST
-	PathSnapshot      = "/v1/snapshot"                         // GET a backup of the whole state (operators)
-	PathHealth        = "/healthz"
-	PathReady         = "/readyz"
-	PathMetrics       = "/metrics"
+	PathSessions  = "/v1/sessions"                 // POST open
+	PathSession   = "/v1/sessions/{sid}"           // DELETE close
+	PathWatch     = "/v1/sessions/{sid}/watch"     // GET long-poll for lease changes
+	PathHeartbeat = "/v1/sessions/{sid}/heartbeat" // POST
+	// PathHeartbeatStream is upgraded (hbstream.go) to a long-lived stream
+	// of heartbeats for any of the caller's sessions.
+	PathHeartbeatStream = "/v1/heartbeats/stream"                // POST with Upgrade: HeartbeatStreamProtocol
+	PathTasks           = "/v1/tasks"                            // POST create, GET list
+	PathTask            = "/v1/tasks/{id}"                       // GET, DELETE (final tasks only)
+	PathAcquire         = "/v1/tasks/{id}/acquire"               // POST
+	PathClaim           = "/v1/claim"                            // POST
+	PathCheckpoint      = "/v1/tasks/{id}/checkpoint"            // POST
+	PathWait            = "/v1/tasks/{id}/wait"                  // POST
+	PathSignal          = "/v1/tasks/{id}/signal"                // POST
+	PathRelease         = "/v1/tasks/{id}/release"               // POST complete / fail / give back
+	PathRevoke          = "/v1/tasks/{id}/revoke"                // POST
+	PathCancel          = "/v1/tasks/{id}/cancel"                // POST
+	PathIntent          = "/v1/tasks/{id}/journal"               // POST record an intent
+	PathOutcome         = "/v1/tasks/{id}/journal/{key}/outcome" // POST record an outcome
+	PathLeases          = "/v1/leases"                           // GET list live leases
+	PathKeys            = "/v1/keys"                             // GET signing public keys
+	PathCluster         = "/v1/cluster"                          // GET status
+	PathClusterJoin     = "/v1/cluster/join"                     // POST
+	PathClusterRemove   = "/v1/cluster/remove"                   // POST
+	PathSnapshot        = "/v1/snapshot"                         // GET a backup of the whole state (operators)
+	PathHealth          = "/healthz"
+	PathReady           = "/readyz"
+	PathMetrics         = "/metrics"
 )
 
 // QueryStale, set to "true" on a GET, allows a read from the local replica

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +102,9 @@ type Config struct {
 	TLS *tls.Config
 	// MaxConnsPerEndpoint bounds the pooled connections per member.
 	MaxConnsPerEndpoint int
+	// HeartbeatTransport is how HeartbeatOnce reaches a member:
+	// TransportStream (the default) or TransportUnary (stream.go).
+	HeartbeatTransport string
 	// Logger receives debug logs of retries; nil discards them.
 	Logger *zap.Logger
 }
@@ -137,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	if c.HeartbeatTransport == "" {
+		c.HeartbeatTransport = DefaultHeartbeatTransport
+	}
 	return c
 }
 
@@ -159,6 +166,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Backoff and MaxBackoff must not be negative", ErrConfig)
 	case c.MaxConnsPerEndpoint < 0:
 		return fmt.Errorf("%w: MaxConnsPerEndpoint must not be negative", ErrConfig)
+	case c.HeartbeatTransport != "" && c.HeartbeatTransport != TransportStream && c.HeartbeatTransport != TransportUnary:
+		return fmt.Errorf("%w: HeartbeatTransport must be %q or %q (got %q)", ErrConfig, TransportStream, TransportUnary, c.HeartbeatTransport)
 	}
 	return nil
 }
@@ -172,6 +181,10 @@ type Client struct {
 	// current is the index of the endpoint that answered last; calls start
 	// there, so a healthy client sticks to one member.
 	current atomic.Int32
+	// streams are the heartbeat streams, one per endpoint (stream.go);
+	// streamWG counts their readers.
+	streams  []*memberStream
+	streamWG sync.WaitGroup
 }
 
 // New builds a Client; it does not connect until the first call.
@@ -184,6 +197,7 @@ func New(cfg Config) (*Client, error) {
 	for _, ep := range cfg.Endpoints {
 		base, _ := normalizeEndpoint(ep, cfg.TLS != nil) // validated above
 		c.endpoints = append(c.endpoints, base)
+		c.streams = append(c.streams, &memberStream{})
 	}
 	dialTimeout := cfg.DialTimeout
 	c.hc = &fasthttp.Client{
@@ -223,9 +237,11 @@ func New(cfg Config) (*Client, error) {
 // Endpoints returns the normalized endpoint URLs, in configured order.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 
-// Close releases idle pooled connections. The Client stays usable.
+// Close releases idle pooled connections and closes the heartbeat
+// streams. The Client stays usable.
 func (c *Client) Close() {
 	c.hc.CloseIdleConnections()
+	c.closeStreams()
 }
 
 type ridKey struct{}
@@ -266,6 +282,7 @@ const (
 type request struct {
 	method   string
 	path     string // escaped path plus query
+	sid      string // a heartbeat's session id (the stream's beat names it)
 	body     any    // JSON-encoded when not nil
 	out      any    // decoded from a 2xx JSON answer when not nil
 	mode     mode
@@ -383,9 +400,15 @@ func (c *Client) attemptUntil(ctx context.Context, base string, r request, rid s
 // is not a problem (a proxy's error page, say); a bare 502/503/504 then
 // still reads as unavailable or timeout.
 func decodeProblem(status int, resp *fasthttp.Response) api.Problem {
+	return decodeProblemParts(status, resp.Header.ContentType(), resp.Body())
+}
+
+// decodeProblemParts is decodeProblem on an answer's parts (a unary
+// response's, or a heartbeat stream reply's).
+func decodeProblemParts(status int, contentType, body []byte) api.Problem {
 	var p api.Problem
-	if bytes.HasPrefix(resp.Header.ContentType(), []byte(api.ProblemContentType)) &&
-		json.Unmarshal(resp.Body(), &p) == nil && p.Code != "" {
+	if bytes.HasPrefix(contentType, []byte(api.ProblemContentType)) &&
+		json.Unmarshal(body, &p) == nil && p.Code != "" {
 		if p.Status == 0 {
 			p.Status = status
 		}
@@ -401,7 +424,7 @@ func decodeProblem(status int, resp *fasthttp.Response) api.Problem {
 		p.Code = api.CodeUnknownOutcome
 	}
 	p.Type = api.ProblemTypeBase + p.Code
-	detail := resp.Body()
+	detail := body
 	if len(detail) > 200 {
 		detail = detail[:200]
 	}

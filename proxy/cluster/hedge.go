@@ -86,7 +86,7 @@ func (c *Client) heartbeat(ctx context.Context, r request, rid string, body []by
 				out := new(api.HeartbeatResponse)
 				rr := r
 				rr.out = out
-				res := c.attemptUntil(ctx, c.endpoints[idx], rr, rid, body, time.Now().Add(perAttempt))
+				res := c.heartbeatAttempt(ctx, idx, rr, rid, body, time.Now().Add(perAttempt))
 				select {
 				case results <- hbResult{idx: idx, res: res, out: out}:
 				case <-done:

@@ -58,7 +58,7 @@ func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
 // The sidecar owns heartbeat timing; its local deadline starts from the
 // send time it records before calling, which no attempt precedes.
 func (c *Client) HeartbeatOnce(ctx context.Context, sessionID string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	r := request{method: http.MethodPost, path: expand(api.PathHeartbeat, "{sid}", sessionID), mode: modeOnce}
+	r := request{method: http.MethodPost, path: expand(api.PathHeartbeat, "{sid}", sessionID), mode: modeOnce, sid: sessionID}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return api.HeartbeatResponse{}, fmt.Errorf("cluster: encode %s %s: %w", r.method, r.path, err)

@@ -248,6 +248,21 @@ var audited = map[Permission]bool{PermOperate: true, PermMembership: true, PermR
 // It also counts denials: this is the one place a refusal of the caller's
 // identity is seen, whichever layer made it.
 func (s *Server) audit(tc context.Context, p principal, perm Permission, rc *fasthttp.RequestCtx, route, rid string, err error) {
+	s.auditCall(tc, p, perm, auditFacts{method: methodLabel(rc.Method()), path: rc.Path(), remote: rc.RemoteAddr(),
+		status: rc.Response.StatusCode()}, route, rid, err)
+}
+
+// auditFacts are the request's side of an audit line: a unary request's
+// from its RequestCtx, a streamed beat's from its stream (stream.go).
+type auditFacts struct {
+	method string
+	path   []byte
+	remote net.Addr
+	status int
+}
+
+// auditCall is audit for any call, unary or streamed.
+func (s *Server) auditCall(tc context.Context, p principal, perm Permission, f auditFacts, route, rid string, err error) {
 	missing, isDenied := deniedPermission(err)
 	if isDenied {
 		s.metrics.denied.WithLabelValues(missing, string(p.id.Role)).Inc()
@@ -255,11 +270,11 @@ func (s *Server) audit(tc context.Context, p principal, perm Permission, rc *fas
 	if isRefusal(err) {
 		// A repeat of a refusal in the same burst is counted, not logged
 		// (denials.go).
-		k := denialKey{who: p.id.String(), missing: missing, route: route, source: sourceIP(rc)}
+		k := denialKey{who: p.id.String(), missing: missing, route: route, source: addrHost(f.remote)}
 		if !isDenied {
 			k.missing = "authentication"
 		}
-		if !s.denials.note(k, rc.Response.StatusCode()) {
+		if !s.denials.note(k, f.status) {
 			return
 		}
 	} else if !audited[perm] {
@@ -268,14 +283,14 @@ func (s *Server) audit(tc context.Context, p principal, perm Permission, rc *fas
 	s.auditLog.Info("audit", withTrace(tc,
 		zap.String("who", p.id.String()),
 		zap.String("permission", string(perm)),
-		zap.String("method", methodLabel(rc.Method())),
-		zap.ByteString("path", rc.Path()),
+		zap.String("method", f.method),
+		zap.ByteString("path", f.path),
 		zap.String("route", route),
 		zap.String("rid", rid),
-		zap.Int("status", rc.Response.StatusCode()),
+		zap.Int("status", f.status),
 		zap.Bool("denied", isDenied),
 		zap.String("missing", missing),
-		zap.String("remote", rc.RemoteAddr().String()))...)
+		zap.String("remote", f.remote.String()))...)
 }
 
 // newDeniedCounter is the denial metric: by permission and role, both

@@ -156,4 +156,9 @@ type Server struct {
 	mu        sync.Mutex
 	ln        net.Listener
 	served    chan struct{} // closed when Serve returns
+	// streams are the heartbeat streams being served (stream.go); Close
+	// ends them, since fasthttp does not track hijacked connections.
+	streams       map[*hbStream]struct{}
+	streamsClosed bool
+	streamWG      sync.WaitGroup
 }

@@ -78,11 +78,6 @@ func (s *Server) forward(tc context.Context, rc *fasthttp.RequestCtx, rid string
 		s.metrics.forwards.WithLabelValues("loop").Inc()
 		return fmt.Errorf("%w (forwarded by %s)", ErrForwardLoop, by)
 	}
-	leader := s.store.LeaderHTTP()
-	if leader == "" {
-		s.metrics.forwards.WithLabelValues("no_leader").Inc()
-		return fmt.Errorf("%w: no leader known", raftstore.ErrNoLeader)
-	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -90,11 +85,40 @@ func (s *Server) forward(tc context.Context, rc *fasthttp.RequestCtx, rid string
 
 	// Copy what the leader needs; rc's buffers are not ours to keep.
 	req.Header.SetMethodBytes(rc.Method())
-	req.SetRequestURI(leaderBase(leader, s.cfg.TLS != nil) + string(rc.Request.Header.RequestURI()))
-	req.URI().DisablePathNormalizing = true
 	if ct := rc.Request.Header.ContentType(); len(ct) > 0 {
 		req.Header.SetContentTypeBytes(ct)
 	}
+	req.SetBody(rc.PostBody())
+	forwardTrace(tc, rc, req)
+	leader, err := s.toLeader(req, resp, string(rc.Request.Header.RequestURI()), rid, who)
+	if err != nil {
+		return err
+	}
+	rc.SetStatusCode(resp.StatusCode())
+	for _, h := range relayedHeaders {
+		if v := resp.Header.Peek(h); len(v) > 0 {
+			rc.Response.Header.SetBytesV(h, v)
+		}
+	}
+	rc.SetBody(resp.Body()) // copies: resp goes back to the pool
+	rc.Response.Header.Set(HeaderLeader, leader)
+	return nil
+}
+
+// toLeader sends req (its method, body and content type set) to uri (a
+// path and query) on the leader as a relay for who, under request id rid, and fills resp with the
+// leader's answer; it returns the leader's address. An error means no
+// answer could be relayed: no leader known, the leader unreachable, or the
+// forward broken mid-request. Unary requests (forward) and streamed beats
+// (stream.go) both go through it.
+func (s *Server) toLeader(req *fasthttp.Request, resp *fasthttp.Response, uri, rid string, who principal) (string, error) {
+	leader := s.store.LeaderHTTP()
+	if leader == "" {
+		s.metrics.forwards.WithLabelValues("no_leader").Inc()
+		return "", fmt.Errorf("%w: no leader known", raftstore.ErrNoLeader)
+	}
+	req.SetRequestURI(leaderBase(leader, s.cfg.TLS != nil) + uri)
+	req.URI().DisablePathNormalizing = true
 	req.Header.Set(api.HeaderRequestID, rid)
 	req.Header.Set(HeaderForwardedBy, s.Addr())
 	if !who.dev {
@@ -102,9 +126,6 @@ func (s *Server) forward(tc context.Context, rc *fasthttp.RequestCtx, rid string
 		// member's (PermForward).
 		req.Header.Set(HeaderCaller, who.id.String())
 	}
-	req.SetBody(rc.PostBody())
-	forwardTrace(tc, rc, req)
-
 	start := time.Now()
 	deadline := start.Add(s.cfg.ForwardTimeout)
 	var err error
@@ -128,25 +149,17 @@ func (s *Server) forward(tc context.Context, rc *fasthttp.RequestCtx, rid string
 	if err != nil {
 		if sentBefore(err) {
 			s.metrics.forwards.WithLabelValues("unreachable").Inc()
-			return fmt.Errorf("%w: %s: %v", ErrForwardFailed, leader, err)
+			return "", fmt.Errorf("%w: %s: %v", ErrForwardFailed, leader, err)
 		}
 		s.metrics.forwards.WithLabelValues("broken").Inc()
-		return fmt.Errorf("%w: %s: %v", ErrForwardBroken, leader, err)
+		return "", fmt.Errorf("%w: %s: %v", ErrForwardBroken, leader, err)
 	}
 	s.metrics.forwards.WithLabelValues("ok").Inc()
 	if ce := s.log.Check(zap.DebugLevel, "forwarded to leader"); ce != nil {
 		ce.Write(zap.String("rid", rid), zap.String("leader", leader),
 			zap.Int("status", resp.StatusCode()), zap.Duration("took", time.Since(start)))
 	}
-	rc.SetStatusCode(resp.StatusCode())
-	for _, h := range relayedHeaders {
-		if v := resp.Header.Peek(h); len(v) > 0 {
-			rc.Response.Header.SetBytesV(h, v)
-		}
-	}
-	rc.SetBody(resp.Body()) // copies: resp goes back to the pool
-	rc.Response.Header.Set(HeaderLeader, leader)
-	return nil
+	return leader, nil
 }
 
 // leaderBase turns a leader HTTP address into a URL prefix; the store

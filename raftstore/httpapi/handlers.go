@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/fencepost/fencepost/fence/api"
@@ -41,20 +42,26 @@ func (s *Server) closeSession(c *call) (int, any, error) {
 }
 
 func (s *Server) heartbeat(c *call) (int, any, error) {
+	resp, err := s.beat(c.ctx, c.p.sid, c.rc.PostBody())
+	return http.StatusOK, resp, err
+}
+
+// beat decodes, checks and runs one heartbeat, unary or streamed: the one
+// place a heartbeat's body is judged. ctx carries the caller.
+func (s *Server) beat(ctx context.Context, sid string, body []byte) (api.HeartbeatResponse, error) {
 	var req api.HeartbeatRequest
-	if err := decodeHeartbeat(c.rc.PostBody(), &req); err != nil {
-		return 0, nil, err
+	if err := decodeHeartbeat(body, &req); err != nil {
+		return api.HeartbeatResponse{}, err
 	}
-	if err := requireIDs("session id", c.p.sid); err != nil {
-		return 0, nil, err
+	if err := requireIDs("session id", sid); err != nil {
+		return api.HeartbeatResponse{}, err
 	}
 	for _, l := range req.Leases {
 		if err := requireIDs("leases[].taskId", l.TaskID); err != nil {
-			return 0, nil, err
+			return api.HeartbeatResponse{}, err
 		}
 	}
-	resp, err := s.store.Heartbeat(c.ctx, c.p.sid, req)
-	return http.StatusOK, resp, err
+	return s.store.Heartbeat(ctx, sid, req)
 }
 
 func (s *Server) createTask(c *call) (int, any, error) {

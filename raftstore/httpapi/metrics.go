@@ -30,6 +30,10 @@ type httpMetrics struct {
 	// refusalsLimited counts requests answered 429 because their caller
 	// was refused too often (refusals.go).
 	refusalsLimited prometheus.Counter
+	// streams is the heartbeat streams open (stream.go); streamBadFrames
+	// counts those closed on a malformed frame.
+	streams         prometheus.Gauge
+	streamBadFrames prometheus.Counter
 	handler         fasthttp.RequestHandler
 }
 
@@ -53,7 +57,11 @@ func newHTTPMetrics(extra prometheus.Gatherer) *httpMetrics {
 	m.denied = newDeniedCounter()
 	m.refusalsLimited = prometheus.NewCounter(prometheus.CounterOpts{Name: "fencepost_http_refusals_limited_total",
 		Help: "Cluster API requests answered 429 because their caller (source and identity) was refused too often."})
-	m.reg.MustRegister(m.requests, m.duration, m.forwards, m.denied, m.refusalsLimited)
+	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fencepost_http_heartbeat_streams",
+		Help: "Heartbeat streams open on this member."})
+	m.streamBadFrames = prometheus.NewCounter(prometheus.CounterOpts{Name: "fencepost_http_heartbeat_stream_bad_frames_total",
+		Help: "Heartbeat streams closed because the client sent a malformed frame."})
+	m.reg.MustRegister(m.requests, m.duration, m.forwards, m.denied, m.refusalsLimited, m.streams, m.streamBadFrames)
 	// Known results start at 0 so alerts see the first forward failure.
 	for _, r := range []string{"ok", "loop", "no_leader", "unreachable", "broken"} {
 		m.forwards.WithLabelValues(r)

@@ -51,8 +51,11 @@ func refusalKey(rc *fasthttp.RequestCtx, p principal) string {
 }
 
 // sourceIP is the caller's address without the port.
-func sourceIP(rc *fasthttp.RequestCtx) string {
-	host := rc.RemoteAddr().String()
+func sourceIP(rc *fasthttp.RequestCtx) string { return addrHost(rc.RemoteAddr()) }
+
+// addrHost is an address without the port.
+func addrHost(a net.Addr) string {
+	host := a.String()
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}

@@ -18,12 +18,18 @@ type jsonHandler func(s *Server, c *call) (int, any, error)
 // rawHandler serves a route that is not JSON (health, readiness, metrics).
 type rawHandler func(s *Server, rc *fasthttp.RequestCtx)
 
+// upgradeHandler serves a route whose connection becomes a stream: it
+// answers 101 and hijacks rc, or returns the error to answer instead.
+type upgradeHandler func(s *Server, rc *fasthttp.RequestCtx, who principal) error
+
 // endpoint is one method of a route.
 type endpoint struct {
 	// perm is what a caller needs (authz.go); checked before the handler.
 	perm Permission
 	json jsonHandler
 	raw  rawHandler
+	// upgrade takes the connection over after authorization (stream.go).
+	upgrade upgradeHandler
 	// query lists the accepted query parameters; any other is a 400.
 	query []string
 }
@@ -51,6 +57,7 @@ func buildRoutes() []*route {
 		{api.PathSessions, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).openSession}},
 		{api.PathSession, fasthttp.MethodDelete, endpoint{perm: PermSession, json: (*Server).closeSession}},
 		{api.PathHeartbeat, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).heartbeat}},
+		{api.PathHeartbeatStream, fasthttp.MethodPost, endpoint{perm: PermSession, upgrade: (*Server).openStream}},
 		{api.PathWatch, fasthttp.MethodGet, endpoint{perm: PermSession, json: (*Server).watch,
 			query: []string{api.QueryWatchSince, api.QueryWatchTimeout}}},
 		{api.PathTasks, fasthttp.MethodPost, endpoint{perm: PermCreate, json: (*Server).createTask}},

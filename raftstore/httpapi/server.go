@@ -138,6 +138,9 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.stopReads()
+	// Streams first: fasthttp's shutdown waits for hijacked connections
+	// too, and a stream ends only when its connection does.
+	s.closeStreams()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownWait)
 	defer cancel()
 	err := s.srv.ShutdownWithContext(ctx)
@@ -218,7 +221,7 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	)
 	if err == nil {
 		ep, ok := r.methods[string(rc.Method())]
-		if ok && ep.raw == nil && s.tracer != nil {
+		if ok && ep.raw == nil && ep.upgrade == nil && s.tracer != nil {
 			tc, span = s.startSpan(rc, template, rid, start)
 			defer fasthttptrace.EndServer(span, rc)
 		}
@@ -255,6 +258,8 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 			err = fmt.Errorf("%w: %s allows %s", ErrMethod, r.template, r.allow)
 		case ep.raw != nil:
 			ep.raw(s, rc)
+		case ep.upgrade != nil:
+			err = ep.upgrade(s, rc, who)
 		default:
 			forwarded, err = s.serveJSON(tc, rc, ep, rid, p, who)
 		}

@@ -1,19 +1,34 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// sysFPUnary is fencepost's unary heartbeat (one POST per beat); sysFP
+// in this workload is the heartbeat stream, the sidecar's default.
+const sysFPUnary = "fencepost unary"
 
 // heartbeats runs workload 2. Fencepost: S sessions each holding L leases;
 // one heartbeat renews a session and all its leases. etcd: S·L leases (a
 // task lease is an etcd lease there); one keepalive renews one lease, sent
 // either as KeepAliveOnce (a short-lived stream per call, the client's
-// unary form) or on long-lived keepalive streams.
+// unary form) or on long-lived keepalive streams. Fencepost's heartbeats go
+// on heartbeat streams (the "fencepost" row, shaped as etcd's stream: C
+// streams, each with up to streamWindow beats in flight) and as unary
+// POSTs ("fencepost unary").
 func (lb *leaseBench) heartbeats() error {
 	S, L := lb.plan.Sessions, lb.plan.LeasesPer
 	held, sids, err := lb.fpHeartbeatSetup(S, L)
@@ -34,10 +49,17 @@ func (lb *leaseBench) heartbeats() error {
 	for _, c := range lb.plan.Conc {
 		cs := fmt.Sprintf("C=%d", c)
 		for rep := 1; rep <= lb.plan.Reps; rep++ {
-			m := lb.fpHeartbeat(c, sids, held)
+			// The stream (the sidecar's default) and unary heartbeats,
+			// alternating within the rep so their ratio is same-run.
+			m := lb.fpHeartbeatStream(c, sids, held)
 			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysFP, Rep: rep, Measure: m,
 				Extra: map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}})
-			logf("%s %s fencepost rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms errs %d %s", wlHeartbeat, cs, rep, m.Rate, m.Rate*float64(L), ms(m.P50), m.Errors, m.FirstEr)
+			logf("%s %s fencepost stream rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms p99 %.2fms cpu %.1fµs/hb errs %d %s", wlHeartbeat, cs, rep, m.Rate, m.Rate*float64(L), ms(m.P50), ms(m.P99), m.ServerUsPerOp, m.Errors, m.FirstEr)
+
+			m = lb.fpHeartbeat(c, sids, held)
+			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysFPUnary, Rep: rep, Measure: m,
+				Extra: map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}})
+			logf("%s %s fencepost unary rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms p99 %.2fms cpu %.1fµs/hb errs %d %s", wlHeartbeat, cs, rep, m.Rate, m.Rate*float64(L), ms(m.P50), ms(m.P99), m.ServerUsPerOp, m.Errors, m.FirstEr)
 
 			var next atomic.Int64
 			m = metered(lb.etcdPids(), func() Measure {
@@ -68,6 +90,11 @@ func (lb *leaseBench) heartbeats() error {
 			lb.res.row(wlHeartbeat, cs, "p99 ms", false, sysFP, peer, p99ms)
 			lb.res.row(wlHeartbeat, cs, "server CPU µs/renewal", false, sysFP, peer, extra("cpu µs/renewal"))
 		}
+		// The unary API stays for other clients: its own row against
+		// etcd's unary form.
+		lb.res.row(wlHeartbeat, cs, "heartbeats/s", true, sysFPUnary, sysEtcdUnary, rate)
+		lb.res.row(wlHeartbeat, cs, "p99 ms", false, sysFPUnary, sysEtcdUnary, p99ms)
+		lb.res.row(wlHeartbeat, cs, "server CPU µs/renewal", false, sysFPUnary, sysEtcdUnary, extra("cpu µs/renewal"))
 	}
 	return nil
 }
@@ -166,4 +193,222 @@ func parallel(n, par int, f func(i int) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// streamWindow is the beats in flight per stream, as keepAliveStream's
+// window for etcd.
+const streamWindow = 8
+
+// The heartbeat stream's wire (fence/api/hbstream.go), mirrored here as
+// the other wire shapes are (fpclient.go).
+const (
+	fpStreamPath     = "/v1/heartbeats/stream"
+	fpStreamProtocol = "fencepost-heartbeat/1"
+)
+
+// fpHeartbeatStream sends heartbeats on c streams to the leader, each
+// with up to streamWindow in flight, round-robin over the sessions; only a
+// reply renewing every lease named counts.
+func (lb *leaseBench) fpHeartbeatStream(c int, sids []string, held [][]fpHeld) Measure {
+	if len(sids) == 0 {
+		return errNoFP
+	}
+	addr := lb.fpTarget()
+	frames := make([][]byte, len(sids)) // the beat frames, id left 0
+	for s := range sids {
+		b, err := json.Marshal(fpHeartbeatReq{Leases: held[s]})
+		if err != nil {
+			panic(err) // a struct of strings and integers always encodes
+		}
+		frames[s] = binary.BigEndian.AppendUint32(nil, uint32(8+2+len(sids[s])+len(b)))
+		frames[s] = binary.BigEndian.AppendUint64(frames[s], 0)
+		frames[s] = binary.BigEndian.AppendUint16(frames[s], uint16(len(sids[s])))
+		frames[s] = append(append(frames[s], sids[s]...), b...)
+	}
+	conns := make([]net.Conn, c)
+	for w := range conns {
+		conn, err := dialStream(addr)
+		if err != nil {
+			for _, o := range conns[:w] {
+				_ = o.Close()
+			}
+			return Measure{Errors: 1, FirstEr: err.Error()}
+		}
+		conns[w] = conn
+	}
+	return metered(lb.fpPids(), func() Measure {
+		ctx, cancel := context.WithTimeout(context.Background(), lb.plan.Dur)
+		defer cancel()
+		var sent, errs, next atomic.Int64
+		var firstErr atomic.Value
+		lats := make([]*latencies, c)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := 0; w < c; w++ {
+			lats[w] = &latencies{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				streamWorker(ctx, conns[w], frames, held, lats[w], &sent, &errs, &next, &firstErr, lb.plan.MaxOps)
+			}()
+		}
+		wg.Wait()
+		return finish(lats, errs.Load(), time.Since(t0), &firstErr)
+	})
+}
+
+// dialStream opens one heartbeat stream to addr (TLS in the TLS pass).
+func dialStream(addr string) (net.Conn, error) {
+	conn, err := net.DialTimeout("tcp", addr, opTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if sec != nil {
+		tc := sec.fpSidecar.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		conn = tls.Client(conn, tc)
+	}
+	_ = conn.SetDeadline(time.Now().Add(opTimeout))
+	if _, err := io.WriteString(conn, "POST "+fpStreamPath+" HTTP/1.1\r\nHost: "+addr+
+		"\r\nConnection: Upgrade\r\nUpgrade: "+fpStreamProtocol+"\r\nContent-Length: 0\r\n\r\n"); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		_ = conn.Close()
+		return nil, fmt.Errorf("heartbeat stream upgrade: HTTP %d", resp.StatusCode)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return &bufConn{Conn: conn, r: br}, nil
+}
+
+// bufConn reads through the reader that parsed the upgrade's answer.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// streamWorker drives one stream: a sender keeps up to streamWindow beats
+// in flight, the receiver times and checks each reply.
+func streamWorker(ctx context.Context, conn net.Conn, frames [][]byte, held [][]fpHeld, lat *latencies,
+	sent, errs, next *atomic.Int64, firstErr *atomic.Value, maxOps int64) {
+	defer conn.Close()
+	type inflight struct {
+		at time.Time
+		n  int
+	}
+	var mu sync.Mutex
+	pending := map[uint64]inflight{}
+	slots := make(chan struct{}, streamWindow)
+	stop := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		close(stop)
+		_ = conn.SetReadDeadline(time.Now().Add(opTimeout)) // replies still due may come
+	}()
+	senderDone := make(chan struct{})
+	go func() {
+		defer close(senderDone)
+		bw := bufio.NewWriter(conn)
+		defer func() { _ = bw.Flush() }() // the beats still buffered
+		var id uint64
+		for sent.Add(1) <= maxOps {
+			select {
+			case slots <- struct{}{}:
+			case <-stop:
+				return
+			}
+			s := int(next.Add(1)) % len(frames)
+			f := frames[s]
+			id++
+			mu.Lock()
+			pending[id] = inflight{at: time.Now(), n: len(held[s])}
+			mu.Unlock()
+			_, _ = bw.Write(f[:4])
+			var idb [8]byte
+			binary.BigEndian.PutUint64(idb[:], id)
+			_, _ = bw.Write(idb[:])
+			if _, err := bw.Write(f[12:]); err != nil {
+				return
+			}
+			// Flush when the window is full (the sender is about to
+			// wait for a reply) or this is the only beat in flight:
+			// beats leave in batches, none waits behind a reply.
+			if len(slots) == cap(slots) || len(slots) == 1 {
+				if err := bw.Flush(); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	br := bufio.NewReader(conn)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			break
+		}
+		p := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(br, p); err != nil || len(p) < 12 {
+			break
+		}
+		id, status := binary.BigEndian.Uint64(p), binary.BigEndian.Uint16(p[8:])
+		body := p[12+int(binary.BigEndian.Uint16(p[10:])):]
+		mu.Lock()
+		in, ok := pending[id]
+		delete(pending, id)
+		left := len(pending)
+		mu.Unlock()
+		<-slots
+		if !ok {
+			continue
+		}
+		if err := checkBeatReply(status, body, in.n); err != nil {
+			errs.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+		} else {
+			lat.add(time.Since(in.at))
+		}
+		select {
+		case <-senderDone:
+			if left == 0 {
+				return
+			}
+		default:
+		}
+	}
+	if ctx.Err() == nil {
+		errs.Add(1)
+		firstErr.CompareAndSwap(nil, "heartbeat stream closed")
+	}
+}
+
+// checkBeatReply requires a 200 renewing all n leases named.
+func checkBeatReply(status uint16, body []byte, n int) error {
+	if status != http.StatusOK {
+		return &statusError{code: int(status), body: string(body)}
+	}
+	var r fpHeartbeatReply
+	if err := json.Unmarshal(body, &r); err != nil {
+		return err
+	}
+	got := 0
+	for _, l := range r.Leases {
+		if l.ValidForMs > 0 && (l.Signal == "" || l.Signal == "revived") {
+			got++
+		}
+	}
+	if got < n {
+		return fmt.Errorf("heartbeat renewed %d of %d leases", got, n)
+	}
+	return nil
 }

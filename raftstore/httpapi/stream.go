@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/raftstore"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// The heartbeat stream (fence/api/hbstream.go, DESIGN.md 4.4). The upgrade
+// request passes serve's identify, authorize (PermSession), refusal and
+// rate-limit checks like any request; once upgraded, every beat passes the
+// rate limit, the refusal limiter and the store's owner check again and
+// each refusal is audited, so a stream grants its opener nothing a unary
+// heartbeat would not. A follower relays each beat to the leader as a
+// unary heartbeat (toLeader) and names the leader in the reply, so the
+// client can re-home its stream; a client whose only reachable member is
+// a follower keeps its leases.
+
+// maxStreamInflight bounds the beats of one stream being served at once;
+// the reader stops reading past it, so a client cannot queue unbounded
+// work on the member.
+const maxStreamInflight = 256
+
+// streamBufSize is the read and write buffer of a stream connection.
+const streamBufSize = 16 << 10
+
+// hbStream is one upgraded connection.
+type hbStream struct {
+	conn net.Conn
+	// raw is the connection under fasthttp's hijack wrapper, whose Close
+	// does nothing (fasthttp closes it when runStream returns): closing
+	// raw is how Close and a failed write end the stream.
+	raw    net.Conn
+	who    principal
+	remote net.Addr
+	// refusalKey is the caller's key in the refusal limiter (refusals.go).
+	refusalKey string
+	ctx        context.Context
+	cancel     context.CancelFunc
+	out        chan []byte // encoded reply frames, to the writer
+}
+
+// openStream answers an upgrade to the heartbeat stream: 101, then the
+// connection is hijacked and served by runStream.
+func (s *Server) openStream(rc *fasthttp.RequestCtx, who principal) error {
+	if !rc.Request.Header.ConnectionUpgrade() ||
+		!strings.EqualFold(string(rc.Request.Header.Peek("Upgrade")), api.HeartbeatStreamProtocol) {
+		return fmt.Errorf("%w: %s needs the headers Connection: Upgrade and Upgrade: %s", ErrBadRequest,
+			api.PathHeartbeatStream, api.HeartbeatStreamProtocol)
+	}
+	if len(rc.PostBody()) > 0 {
+		return fmt.Errorf("%w: %s takes no body; beats follow the upgrade", ErrBadRequest, api.PathHeartbeatStream)
+	}
+	key := refusalKey(rc, who)
+	rc.Response.Header.Set("Upgrade", api.HeartbeatStreamProtocol)
+	rc.Response.Header.Set("Connection", "Upgrade")
+	rc.SetStatusCode(http.StatusSwitchingProtocols)
+	rc.Hijack(func(c net.Conn) { s.runStream(c, who, key) })
+	return nil
+}
+
+// trackStream registers st so Close can end it; false when the server is
+// closing (the stream is not served).
+func (s *Server) trackStream(st *hbStream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streamsClosed {
+		return false
+	}
+	if s.streams == nil {
+		s.streams = map[*hbStream]struct{}{}
+	}
+	s.streams[st] = struct{}{}
+	s.streamWG.Add(1)
+	return true
+}
+
+func (s *Server) untrackStream(st *hbStream) {
+	s.mu.Lock()
+	delete(s.streams, st)
+	s.mu.Unlock()
+	s.streamWG.Done()
+}
+
+// closeStreams ends every stream and waits for their goroutines: fasthttp's
+// shutdown does not wait for hijacked connections.
+func (s *Server) closeStreams() {
+	s.mu.Lock()
+	s.streamsClosed = true
+	for st := range s.streams {
+		st.cancel()
+		_ = st.raw.Close()
+	}
+	s.mu.Unlock()
+	s.streamWG.Wait()
+}
+
+// runStream serves one stream until the client closes it, a frame is
+// malformed, the connection fails or the server closes. Every beat read is
+// answered before the stream ends, unless the connection itself failed.
+func (s *Server) runStream(conn net.Conn, who principal, key string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	raw := conn
+	if u, ok := conn.(interface{ UnsafeConn() net.Conn }); ok {
+		raw = u.UnsafeConn()
+	}
+	st := &hbStream{conn: conn, raw: raw, who: who, remote: conn.RemoteAddr(), refusalKey: key, ctx: ctx, cancel: cancel,
+		out: make(chan []byte, maxStreamInflight)}
+	defer cancel()
+	if !s.trackStream(st) {
+		return
+	}
+	defer s.untrackStream(st)
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
+
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		s.writeStream(st)
+	}()
+	var (
+		beats sync.WaitGroup
+		sem   = make(chan struct{}, maxStreamInflight)
+		br    = bufio.NewReaderSize(conn, streamBufSize)
+		hdr   [api.StreamFrameHeader]byte
+		bad   error
+	)
+	for {
+		// A sidecar beats every few seconds; a stream silent for the
+		// idle timeout is abandoned, as an idle keep-alive connection is.
+		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			break
+		}
+		n, err := api.FrameLen(hdr[:])
+		if err != nil {
+			bad = err
+			break
+		}
+		payload := make([]byte, n) // owned by the beat's goroutine
+		if _, err := io.ReadFull(br, payload); err != nil {
+			break
+		}
+		b, err := api.ParseBeat(payload)
+		if err != nil {
+			bad = err
+			break
+		}
+		sem <- struct{}{}
+		beats.Add(1)
+		go func() {
+			defer func() { <-sem; beats.Done() }()
+			st.out <- s.streamBeat(st, b)
+		}()
+	}
+	if bad == nil {
+		// The connection is gone: nothing more can be answered.
+		cancel()
+	}
+	beats.Wait()
+	if bad != nil {
+		s.metrics.streamBadFrames.Inc()
+		p := problemFor(fmt.Errorf("%w: %w", ErrBadRequest, bad), api.PathHeartbeatStream)
+		body, _ := json.Marshal(p)
+		st.out <- api.AppendReply(nil, 0, p.Status, "", body)
+		if ce := s.log.Check(zap.DebugLevel, "heartbeat stream closed on a malformed frame"); ce != nil {
+			ce.Write(zap.Stringer("remote", st.remote), zap.Error(bad))
+		}
+	}
+	close(st.out)
+	<-wrote
+}
+
+// writeStream writes reply frames as they come, flushing when no other
+// reply is waiting: beats answered by one verify round leave in one write.
+func (s *Server) writeStream(st *hbStream) {
+	bw := bufio.NewWriterSize(st.conn, streamBufSize)
+	var err error
+	batch := false
+	for f := range st.out {
+		if err != nil {
+			continue // drain, so no beat blocks on a dead connection
+		}
+		if !batch {
+			_ = st.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+			batch = true
+		}
+		if _, err = bw.Write(f); err == nil && len(st.out) == 0 {
+			err, batch = bw.Flush(), false
+		}
+		if err != nil {
+			// The reader sees the close and ends the stream.
+			_ = st.raw.Close()
+		}
+	}
+	if err == nil {
+		_ = bw.Flush()
+	}
+}
+
+// streamBeat serves one beat and returns its reply frame.
+func (s *Server) streamBeat(st *hbStream, b api.Beat) []byte {
+	start := time.Now()
+	sid := string(b.SessionID)
+	err := s.refusals.check(st.refusalKey)
+	if err == nil {
+		err = s.limit(st.who)
+	}
+	var resp api.HeartbeatResponse
+	if err == nil {
+		ctx, cancel := context.WithTimeout(st.ctx, s.cfg.RequestTimeout)
+		resp, err = s.beat(raftstore.WithCaller(ctx, st.who.caller()), sid, b.Body)
+		cancel()
+	}
+	var frame []byte
+	status := http.StatusOK
+	switch {
+	case err == nil:
+		buf := encodeBufs.Get().(*[]byte)
+		*buf = appendHeartbeat((*buf)[:0], &resp)
+		frame = api.AppendReply(nil, b.ID, status, "", *buf)
+		encodeBufs.Put(buf)
+	case isNotLeader(err):
+		status, frame, err = s.relayBeat(st, b, sid)
+	}
+	if err != nil {
+		var p api.Problem
+		p, frame = s.beatProblem(st, b.ID, sid, err)
+		status = p.Status
+	}
+	s.chargeRefusal(st.refusalKey, err)
+	s.metrics.observe(api.PathHeartbeatStream, fasthttp.MethodPost, status, time.Since(start))
+	return frame
+}
+
+// relayBeat sends a beat this follower cannot answer to the leader as a
+// unary heartbeat, and returns the leader's answer as a reply frame that
+// names the leader.
+func (s *Server) relayBeat(st *hbStream, b api.Beat, sid string) (int, []byte, error) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.SetBody(b.Body)
+	uri := strings.Replace(api.PathHeartbeat, "{sid}", url.PathEscape(sid), 1)
+	leader, err := s.toLeader(req, resp, uri, newRequestID(), st.who)
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode(), api.AppendReply(nil, b.ID, resp.StatusCode(), leader, resp.Body()), nil
+}
+
+// beatProblem is the reply frame of a failed beat, audited as a refused
+// unary heartbeat would be.
+func (s *Server) beatProblem(st *hbStream, id uint64, sid string, err error) (api.Problem, []byte) {
+	path := strings.Replace(api.PathHeartbeat, "{sid}", url.PathEscape(sid), 1)
+	p := problemFor(err, path)
+	if p.Code == api.CodeInternal {
+		s.log.Error("streamed heartbeat failed", zap.String("session", sid), zap.Error(err))
+	}
+	body, merr := json.Marshal(p)
+	if merr != nil { // cannot happen: Problem has only plain fields
+		body = []byte(`{"code":"internal"}`)
+	}
+	if isRefusal(err) || errors.Is(err, ErrRateLimited) {
+		s.auditCall(context.Background(), st.who, PermSession, auditFacts{method: fasthttp.MethodPost,
+			path: []byte(path), remote: st.remote, status: p.Status}, api.PathHeartbeatStream, "", err)
+	}
+	return p, api.AppendReply(nil, id, p.Status, "", body)
+}
