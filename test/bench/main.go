@@ -132,6 +132,11 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	// MkdirTemp makes it 0700; squid's certificate helper runs as the
+	// "proxy" user and must reach its ssl_db below it.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		fatal(err)
+	}
 	cleanup := func() {
 		stopAll()
 		if !*keep {
