@@ -1,11 +1,11 @@
 package config
 
 import (
-	"github.com/fencepost/fencepost/config/tracing"
-
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/config/tracing"
 )
 
 func TestOTelVariablesSetTheTracingKeys(t *testing.T) {
