@@ -78,7 +78,8 @@ func New(cfg Config, c Cluster) (*Sidecar, error) {
 		if len(cfg.Endpoints) == 0 {
 			return nil, fmt.Errorf("%w: endpoints: required when no cluster client is given", ErrInvalidConfig)
 		}
-		cc, err := cluster.New(cluster.Config{Endpoints: cfg.Endpoints, Timeout: cfg.ClusterTimeout, Logger: cfg.Logger.Named("cluster")})
+		cc, err := cluster.New(cluster.Config{Endpoints: cfg.Endpoints, Timeout: cfg.ClusterTimeout, Logger: cfg.Logger.Named("cluster"),
+			Trace: proxytrace.ClusterHook(cfg.TracerProvider)})
 		if err != nil {
 			return nil, fmt.Errorf("%w: endpoints: %v", ErrInvalidConfig, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy"
 	"github.com/fencepost/fencepost/proxy/cluster"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 )
 
 const sidecarUsage = `Usage: fencepost sidecar [flags]
@@ -112,7 +113,7 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 			timeout = proxy.DefaultClusterTimeout
 		}
 		c, err := cluster.New(cluster.Config{Endpoints: cfg.Cluster, Timeout: timeout, TLS: src.ClientConfig(""),
-			Logger: log.Named("cluster")})
+			Logger: log.Named("cluster"), Trace: proxytrace.ClusterHook(pc.TracerProvider)})
 		if err != nil {
 			return nil, startError(err)
 		}
