@@ -111,7 +111,7 @@ func Parse(role Role, data []byte, name string) (Config, error) {
 // validated when the file as a whole could not be read or parsed.
 func finish(cfg Config, p *problems) (Config, error) {
 	failed := map[string]bool{}
-	for _, e := range p.errs {
+	for _, e := range p.list.All() {
 		fe, ok := e.(*FieldError)
 		if !ok || fe.Key == "" && !errors.Is(fe, ErrUnknownKey) {
 			return nil, p.err() // a whole file or the role is wrong

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/fencepost/fencepost/config/problem"
 	"github.com/fencepost/fencepost/config/tracing"
 )
 
@@ -53,16 +54,23 @@ func (t Tracing) Setup() tracing.Config {
 		ResourceAttributes: t.ResourceAttributes, Sampler: t.Sampler, SamplerArg: t.SamplerArg}
 }
 
-// validate reports each broken setting under its key.
+// validate reports each broken setting under its key: package tracing
+// names it by its OTEL_* variable, and otelEnv maps that to the key.
 func (t Tracing) validate(p *problems) {
-	for _, pr := range t.Setup().Problems() {
-		key := "tracing"
+	for _, e := range problem.Split(t.Setup().Validate()) {
+		fe, ok := e.(*problem.Error)
+		if !ok {
+			p.add(e)
+			continue
+		}
+		relabeled := *fe
+		relabeled.Key = "tracing"
 		for _, m := range otelEnv {
-			if m.env == pr.Env {
-				key = m.key
+			if m.env == fe.Key {
+				relabeled.Key = m.key
 			}
 		}
-		p.invalid(key, "%s", pr.Err.Error())
+		p.add(&relabeled)
 	}
 }
 

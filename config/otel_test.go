@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/config/tracing"
 )
 
 func TestOTelVariablesSetTheTracingKeys(t *testing.T) {
@@ -40,6 +42,8 @@ func TestBadTracingValuesNameTheKey(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	require.Contains(t, err.Error(), "tracing.exporter: unknown traces exporter \"jaeger\"")
 	require.Contains(t, err.Error(), "tracing.sampler_arg:")
+	require.ErrorIs(t, err, tracing.ErrExporter, "the re-labeled problem still wraps the tracing package's own sentinel")
+	require.Len(t, Errors(err), 2, "one line per broken setting")
 }
 
 func TestDevTraceConsoleSetsTheConsoleExporter(t *testing.T) {

@@ -70,7 +70,7 @@ func (c Config) allEndpoints() []string {
 func (cfg Config) members(c Cluster, tr *proxytrace.Tracer) (ms []leases.Member, owned []*cluster.Client, err error) {
 	build := func(field string, eps []string) (Cluster, error) {
 		cc, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: cfg.ClusterTimeout,
-			HeartbeatTransport: cfg.HeartbeatTransport, Logger: cfg.Logger.Named("cluster")})
+			HeartbeatTransport: cfg.HeartbeatTransport, Logger: cfg.Logger.Named("cluster"), Trace: proxytrace.ClusterHook(cfg.TracerProvider)})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, field, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/fencepost/fencepost/fence/pki"
 	"github.com/fencepost/fencepost/proxy"
 	"github.com/fencepost/fencepost/proxy/cluster"
+	"github.com/fencepost/fencepost/proxy/proxytrace"
 )
 
 const sidecarUsage = `Usage: fencepost sidecar [flags]
@@ -113,7 +114,7 @@ func startSidecar(ctx context.Context, cfg *config.Sidecar, log *zap.Logger, reg
 		}
 		newClient := func(eps []string) (*cluster.Client, error) {
 			c, err := cluster.New(cluster.Config{Endpoints: eps, Timeout: timeout, TLS: src.ClientConfig(""),
-				HeartbeatTransport: cfg.HeartbeatTransport, Logger: log.Named("cluster")})
+				HeartbeatTransport: cfg.HeartbeatTransport, Logger: log.Named("cluster"), Trace: proxytrace.ClusterHook(pc.TracerProvider)})
 			if err != nil {
 				return nil, startError(err)
 			}

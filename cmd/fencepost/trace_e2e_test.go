@@ -259,6 +259,25 @@ func TestOneTraceFromWorkerThroughSidecarToFenced(t *testing.T) {
 		}
 	}
 	require.Contains(t, events, "lease acquired")
+
+	// The sidecar's own cluster calls are traced too: its acquire is a
+	// client span whose child is the cluster's server span.
+	var acquire *otlprecv.Span
+	for i, s := range spans {
+		if s.Service == "fencepost-sidecar" && s.Name == "POST /v1/tasks/{id}/acquire" {
+			acquire = &spans[i]
+		}
+	}
+	require.NotNil(t, acquire, "no span of the sidecar's acquire: %s", otlprecv.Summary(spans))
+	require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, acquire.Kind)
+	var served bool
+	for _, s := range inTrace(spans, acquire.TraceID)["fencepost-server"] {
+		if s.ParentID == acquire.SpanID && s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+			served = true
+			require.Equal(t, "dev-task", s.Attrs[string(fenceotel.TaskID)])
+		}
+	}
+	require.True(t, served, "the cluster's span of the acquire is not the sidecar's span's child: %s", otlprecv.Summary(spans))
 	require.Contains(t, events, "lease revoked", "events: %v", events)
 	require.Equal(t, []string{events["lease revoked"]}, bs.Links)
 	require.Equal(t, "dev-task", bs.Attrs[string(fenceotel.TaskID)])

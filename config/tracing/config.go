@@ -22,6 +22,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fencepost/fencepost/config/problem"
 )
 
 // The exporters (OTEL_TRACES_EXPORTER).
@@ -67,7 +69,7 @@ const (
 	DefaultServicePrefix = "fencepost-"
 )
 
-// Errors. Each wraps into a Validate error naming the setting.
+// Errors. Validate's *problem.Error for a setting wraps one of them.
 var (
 	// ErrExporter is an exporter name other than none, otlp or console.
 	ErrExporter = errors.New("unknown traces exporter")
@@ -118,73 +120,42 @@ func Default() Config {
 // On reports whether c asks for an exporter.
 func (c Config) On() bool { return c.Exporter != "" && c.Exporter != ExporterNone }
 
-// Validate checks every setting and returns the broken ones joined; each
-// error names the setting by its OTEL_* variable, and config re-labels it
+// Validate checks every setting and returns the broken ones joined, each a
+// *problem.Error keyed by the setting's OTEL_* variable and wrapping both
+// problem.ErrInvalid and this package's sentinel; config re-labels each
 // with its key.
 func (c Config) Validate() error {
-	var errs []error
-	for _, f := range c.check() {
-		errs = append(errs, fmt.Errorf("%s: %w", f.setting, f.err))
-	}
-	return errors.Join(errs...)
-}
-
-// Problem is one broken setting: the Config field's OTEL_* variable and why.
-type Problem struct {
-	// Env is the OTEL_* variable the setting mirrors.
-	Env string
-	// Err wraps one of the package's sentinels.
-	Err error
-}
-
-// Problems lists the broken settings, for config to report under its keys.
-func (c Config) Problems() []Problem {
-	var out []Problem
-	for _, f := range c.check() {
-		out = append(out, Problem{Env: f.setting, Err: f.err})
-	}
-	return out
-}
-
-// fault is one broken setting.
-type fault struct {
-	setting string
-	err     error
-}
-
-// check runs every rule.
-func (c Config) check() []fault {
-	var out []fault
+	var l problem.List
 	switch c.Exporter {
 	case "", ExporterNone, ExporterOTLP, ExporterConsole:
 	default:
-		out = append(out, fault{"OTEL_TRACES_EXPORTER", fmt.Errorf("%w %q (want none, otlp or console)", ErrExporter, c.Exporter)})
+		l.Rule("OTEL_TRACES_EXPORTER", ErrExporter, "%v %q (want none, otlp or console)", ErrExporter, c.Exporter)
 	}
 	switch c.Protocol {
 	case "", ProtocolHTTP, ProtocolGRPC:
 	default:
-		out = append(out, fault{"OTEL_EXPORTER_OTLP_PROTOCOL", fmt.Errorf("%w %q (want http/protobuf or grpc)", ErrProtocol, c.Protocol)})
+		l.Rule("OTEL_EXPORTER_OTLP_PROTOCOL", ErrProtocol, "%v %q (want http/protobuf or grpc)", ErrProtocol, c.Protocol)
 	}
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			out = append(out, fault{"OTEL_EXPORTER_OTLP_ENDPOINT", fmt.Errorf("%w %q (want an http:// or https:// URL with a host)", ErrEndpoint, c.Endpoint)})
+			l.Rule("OTEL_EXPORTER_OTLP_ENDPOINT", ErrEndpoint, "%v %q (want an http:// or https:// URL with a host)", ErrEndpoint, c.Endpoint)
 		}
 	}
 	if _, err := c.ratio(); err != nil {
-		out = append(out, fault{"OTEL_TRACES_SAMPLER_ARG", err})
+		l.Rule("OTEL_TRACES_SAMPLER_ARG", ErrSampler, "%v", err)
 	}
 	switch c.Sampler {
 	case "", SamplerAlwaysOn, SamplerAlwaysOff, SamplerTraceIDRatio, SamplerParentBasedAlwaysOn,
 		SamplerParentBasedAlwaysOff, SamplerParentBasedTraceIDRatio:
 	default:
-		out = append(out, fault{"OTEL_TRACES_SAMPLER", fmt.Errorf("%w %q (want always_on, always_off, traceidratio, "+
-			"parentbased_always_on, parentbased_always_off or parentbased_traceidratio)", ErrSampler, c.Sampler)})
+		l.Rule("OTEL_TRACES_SAMPLER", ErrSampler, "%v %q (want always_on, always_off, traceidratio, "+
+			"parentbased_always_on, parentbased_always_off or parentbased_traceidratio)", ErrSampler, c.Sampler)
 	}
 	if _, err := ParseResourceAttributes(c.ResourceAttributes); err != nil {
-		out = append(out, fault{"OTEL_RESOURCE_ATTRIBUTES", err})
+		l.Rule("OTEL_RESOURCE_ATTRIBUTES", ErrResource, "%v", err)
 	}
-	return out
+	return l.Err()
 }
 
 // ratio parses SamplerArg; empty is 1.

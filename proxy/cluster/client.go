@@ -107,6 +107,12 @@ type Config struct {
 	HeartbeatTransport string
 	// Logger receives debug logs of retries; nil discards them.
 	Logger *zap.Logger
+	// Trace, when set, sees each attempt's request as it is built, with
+	// the call's context: it may add headers (the sidecar's opens a client
+	// span and names it in the traceparent, proxytrace.ClusterHook) and
+	// returns what to call with the attempt's HTTP status (0 when none came
+	// back) and transport error, or nil. Nil adds nothing.
+	Trace func(ctx context.Context, req *fasthttp.Request) func(status int, err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -375,7 +381,15 @@ func (c *Client) attemptUntil(ctx context.Context, base string, r request, rid s
 		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(body) // body outlives the request: it is ours
 	}
-	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
+	var traced func(int, error)
+	if c.cfg.Trace != nil {
+		traced = c.cfg.Trace(ctx, req)
+	}
+	err := c.hc.DoDeadline(req, resp, deadline)
+	if traced != nil {
+		traced(statusOf(resp, err), err)
+	}
+	if err != nil {
 		return transportResult(base, r, err)
 	}
 	var leader string
@@ -394,6 +408,14 @@ func (c *Client) attemptUntil(ctx context.Context, base string, r request, rid s
 	}
 	e := &Error{Status: status, Endpoint: base, Problem: decodeProblem(status, resp)}
 	return attemptResult{err: e, retry: e.retryable(), unknown: e.Is(ErrTimeout), leader: leader}
+}
+
+// statusOf is the status an attempt got back, 0 when it got none.
+func statusOf(resp *fasthttp.Response, err error) int {
+	if err != nil {
+		return 0
+	}
+	return resp.StatusCode()
 }
 
 // decodeProblem reads a problem body, or synthesizes one when the answer

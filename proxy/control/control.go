@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 	"go.uber.org/zap"
 
+	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
 	"github.com/fencepost/fencepost/fence/lease"
 	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/reply"
@@ -172,8 +173,12 @@ func jsonKind(k string) string {
 	return k
 }
 
-func (c *API) callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.cfg.ClusterTimeout)
+// callCtx bounds the cluster call a control call makes. The worker's
+// traceparent, when its control call has one, rides on: the
+// sidecar's span of the cluster call it makes (proxytrace.ClusterHook) is
+// then a child of the worker's span.
+func (c *API) callCtx(rc *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(fasthttptrace.Extract(context.Background(), &rc.Request.Header), c.cfg.ClusterTimeout)
 }
 
 // controlError answers a failed control call. When the cluster says the

@@ -63,7 +63,7 @@ func (c *API) claim(ctx *fasthttp.RequestCtx) {
 }
 
 func (c *API) grant(ctx *fasthttp.RequestCtx, taskID string, claim bool, req api.AcquireRequest) {
-	cctx, cancel := c.callCtx()
+	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	g, err := c.keeper.Acquire(cctx, taskID, claim, req)
 	if err != nil {
@@ -96,7 +96,7 @@ func (c *API) checkpoint(ctx *fasthttp.RequestCtx) {
 		c.controlError(ctx, task, 0, err)
 		return
 	}
-	cctx, cancel := c.callCtx()
+	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	t, err := c.keeper.ClusterFor(task).Checkpoint(cctx, task, api.CheckpointRequest{
 		SessionID: c.keeper.SessionFor(task), Epoch: epoch, Seq: req.Seq, Step: req.Step, Data: req.Data,
@@ -157,7 +157,7 @@ func (c *API) end(ctx *fasthttp.RequestCtx, taskID string, r leases.Reason, why 
 		return
 	}
 	c.keeper.Hold(task, epoch, r)
-	cctx, cancel := c.callCtx()
+	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
 	t, err := call(cctx, task, c.keeper.SessionFor(task), epoch)
 	if err != nil {
