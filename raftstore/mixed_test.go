@@ -14,13 +14,13 @@ import (
 func entryTypes(t *testing.T, s *Store) map[entryType]int {
 	t.Helper()
 	out := map[entryType]int{}
-	first, err := s.logs.FirstIndex()
+	first, err := s.bolt.FirstIndex()
 	require.NoError(t, err)
-	last, err := s.logs.LastIndex()
+	last, err := s.bolt.LastIndex()
 	require.NoError(t, err)
 	for i := first; i <= last && i > 0; i++ {
 		var l raft.Log
-		require.NoError(t, s.logs.GetLog(i, &l))
+		require.NoError(t, s.bolt.GetLog(i, &l))
 		if l.Type == raft.LogCommand && len(l.Data) > 0 {
 			out[entryType(l.Data[0])]++
 		}

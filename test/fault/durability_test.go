@@ -200,7 +200,7 @@ func TestAcknowledgedCheckpointsSurviveFailoverRestartAndSnapshots(t *testing.T)
 		return true
 	})
 	for _, n := range nodes {
-		_, err := os.Stat(filepath.Join(n.Dir, "raft-wal"))
+		_, err := os.Stat(filepath.Join(n.Dir, "raft.db"))
 		require.NoError(t, err)
 	}
 }
