@@ -130,7 +130,7 @@ var methodText = `## What the numbers mean, and what bounds them
 
 Common to all: both clusters run on the same 2 cores as the load generator (the harness process), so every
 figure is CPU-bound by the sum of server, replicas and client. Both clusters fsync before acknowledging a write
-(etcd's WAL; fencepost's raft log, a segmented write-ahead log, hashicorp/raft-wal, since issue 27). Clients talk to the current leader of each
+(etcd's WAL by default; fencepost's raft-boltdb log by default). Clients talk to the current leader of each
 cluster, so neither side pays follower forwarding. The fencepost client is a thin fasthttp JSON client written
 for the harness; the etcd client is the official ` + "`go.etcd.io/etcd/client/v3`" + ` v3.5 (one gRPC connection
 per 16 workers). All leases on both sides have a 600 s TTL (fencepost: a ` + "`bench`" + ` profile added to the
@@ -144,12 +144,12 @@ with other work it drifts much less than throughput does, so it is the better fi
    ` + "`POST /v1/tasks/{id}/acquire`" + ` (create) then ` + "`POST .../release`" + ` (given_back): two requests, each committed through raft.
    etcd: lease grant, a txn that creates the task key under that lease only if it does not exist
    (compare-and-create), then lease revoke — three requests, each a raft proposal; the standard etcd lock recipe. Figure: cycles/s.
-   Bound: raft commit latency at C=1: hashicorp/raft appends the leader's entries to its log before it sends
-   them to the followers, which append them the same way, so a commit waits for two fsyncs in sequence (etcd
-   fsyncs its leader's WAL while it replicates). Until issue 27 the log was bolt, whose commit is two fdatasyncs
-   (data pages, then the meta page), so a lone write waited for four; the WAL fsyncs each batch once. At C=64:
-   CPU, for fencepost spread over the HTTP handling, raft replication, the FSM and the Ed25519 signature of every
-   grant's token.
+   Bound: raft commit latency at C=1: hashicorp/raft writes the leader's entries (a bolt commit: two fdatasyncs)
+   before it sends them to the followers, which commit them the same way, so a lone write waits for four fsyncs
+   in sequence (etcd fsyncs its leader's WAL while it replicates). A write-ahead log with one fsync per batch
+   (hashicorp/raft-wal) halved that in a trial (issue 27) but was withdrawn: a member SIGKILLed while sealing a
+   segment could not restart ("sealed segment has no index block"). At C=64: CPU, for fencepost spread over the
+   HTTP handling, raft replication, the FSM and the Ed25519 signature of every grant's token.
 2. **heartbeats** — fencepost: S sessions each holding L leases; one heartbeat renews the session and all L
    leases, in the leader's memory after a VerifyLeader round (no raft entry); the request names the L leases and
    the reply answers for each. The harness encodes each session's heartbeat body once, as a sidecar may (the list
@@ -169,7 +169,7 @@ with other work it drifts much less than throughput does, so it is the better fi
 3. **fenced checkpoint writes** — a write that must only land while the writer still holds the lease.
    fencepost: ` + "`POST /v1/tasks/{id}/checkpoint`" + ` carrying the epoch (256-byte payload). etcd: a txn comparing the lock
    key's create revision (the holder's token) and then putting the checkpoint key (256 bytes). One raft entry on
-   each side. Bound: as workload 1 — at C=1 the two fsyncs in sequence (leader, then a follower), at C=64 CPU.
+   each side. Bound: as workload 1 — at C=1 the fsyncs in sequence (leader, then a follower), at C=64 CPU.
 4. **failover** — SIGKILL of the leader process, then a new acquire attempt every 20 ms against the survivors (each
    attempt may run up to 2 s, so a request parked during the election counts when it completes); the figure is the
    time from the kill to the first successful acquire. The killed node is restarted on its data directory and the
