@@ -78,7 +78,7 @@ func tlsTable(plain, withTLS *Results) string {
 // targets measured plaintext in the same invocation.
 func tlsGoalTable(plain, withTLS *Results) string {
 	var b strings.Builder
-	b.WriteString("| target (issue 6) | plaintext | status | with TLS | status with TLS |\n|---|---|---|---|---|\n")
+	b.WriteString("| target (issue 6 unless named) | plaintext | status | with TLS | status with TLS |\n|---|---|---|---|---|\n")
 	for i, g := range withTLS.Goals {
 		if g.Status == "not measured" || i >= len(plain.Goals) {
 			continue

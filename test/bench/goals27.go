@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// issue27Goals are the speed targets of issue 27 that are not the proxy's
+// (those sit with the proxy's rows): heartbeats against etcd's keepalive
+// stream, the checkpoint write at one and at 64 writers, and the live heap
+// per lease. Each is checked against rows of the same run.
+func issue27Goals(res *Results) []Goal {
+	withBound := func(g Goal, bound string) Goal { g.Bound = bound; return g }
+	hbBound := cpuBound(res, wlHeartbeat, "C=64", sysFP, sysEtcdStream)
+	ckBound := func(cs string) string { return cpuBound(res, wlCheckpoint, cs, sysFP, sysEtcd) }
+	return []Goal{
+		withBound(ratioGoal(res, "heartbeats/s ≥ 1.5× etcd keepalive stream at C=64 (issue 27)", wlHeartbeat, "C=64", "heartbeats/s", sysEtcdStream, 1.5), hbBound),
+		withBound(runGoal(res, "heartbeat p99 at C=64 no worse than the unary heartbeat's (issue 27)", wlHeartbeat, "C=64",
+			sysFP, sysFPUnary, func(r Run) float64 { return ms(r.Measure.P99) }, "ms p99", 1), ""),
+		withBound(runGoal(res, "server CPU per heartbeat ≤ 0.5× etcd stream's per keepalive at C=64 (issue 27)", wlHeartbeat, "C=64",
+			sysFP, sysEtcdStream, func(r Run) float64 { return r.Measure.ServerUsPerOp }, "µs CPU/op", 0.5), hbBound),
+		withBound(merge("checkpoint writes ≥ 1× etcd at C=1, p50 ≤ etcd's (issue 27)",
+			ratioGoal(res, "", wlCheckpoint, "C=1", "writes/s", sysEtcd, 1),
+			runGoal(res, "", wlCheckpoint, "C=1", sysFP, sysEtcd, func(r Run) float64 { return ms(r.Measure.P50) }, "ms p50", 1)), ckBound("C=1")),
+		withBound(ratioGoal(res, "checkpoint writes ≥ 2× etcd at C=64 (issue 27)", wlCheckpoint, "C=64", "writes/s", sysEtcd, 2), ckBound("C=64")),
+		liveHeapGoal(res),
+	}
+}
+
+// runGoal checks median(f over ours' runs) ≤ want × median(f over the
+// peer's runs) for one workload point: a cost or latency that must not
+// exceed a share of the peer's.
+func runGoal(res *Results, target, wl, cs, ours, peer string, f func(Run) float64, unit string, want float64) Goal {
+	g := Goal{Target: target, Status: "not measured", Figure: "—"}
+	a, b := runValues(res, wl, cs, ours, f), runValues(res, wl, cs, peer, f)
+	if len(a) == 0 || len(b) == 0 || median(b) <= 0 {
+		return g
+	}
+	x := median(a) / median(b)
+	g.Figure = fmt.Sprintf("%.2f× (%s vs %s %s, %s vs %s)", x, num(median(a)), num(median(b)), unit, ours, peer)
+	g.Status = status(x <= want)
+	return g
+}
+
+// runValues collects f over the successful runs of one system at a point.
+func runValues(res *Results, wl, cs, sys string, f func(Run) float64) []float64 {
+	var xs []float64
+	for _, r := range res.Runs {
+		if r.Workload == wl && r.Case == cs && r.System == sys && !r.Failed {
+			xs = append(xs, f(r))
+		}
+	}
+	return xs
+}
+
+// liveHeapGoal compares the live heap per lease of the worst fencepost
+// member with etcd's worst member, both read after a forced collection in
+// the same memory runs.
+func liveHeapGoal(res *Results) Goal {
+	g := Goal{Target: "live heap per lease ≤ etcd's, worst member (issue 27)", Status: "not measured", Figure: "—"}
+	mem := fmt.Sprintf("%d leases", res.Settings.MemLeases)
+	worst := func(r Run) float64 {
+		return max(r.Extra["leader live heap bytes/lease"], r.Extra["follower live heap bytes/lease"])
+	}
+	var ours, peer []float64
+	for _, r := range res.Runs {
+		if r.Workload != wlMemory || r.Case != mem || r.Failed {
+			continue
+		}
+		if _, ok := r.Extra["leader live heap bytes/lease"]; !ok {
+			continue
+		}
+		switch r.System {
+		case sysFP:
+			ours = append(ours, worst(r))
+		case sysEtcd:
+			peer = append(peer, worst(r))
+		}
+	}
+	if len(ours) == 0 || len(peer) == 0 {
+		return g
+	}
+	a, b := median(ours), median(peer)
+	g.Figure = fmt.Sprintf("%s vs %s B/lease", num(a), num(b))
+	g.Status = status(a <= b)
+	var parts []string
+	for _, r := range res.Runs {
+		if r.Workload == wlMemory && r.Case == mem && r.System == sysFP && !r.Failed {
+			if v, ok := r.Extra["leader live heap bytes/lease"]; ok {
+				parts = append(parts, fmt.Sprintf("fencepost leader %s, followers %s B/lease", num(v), num(r.Extra["follower live heap bytes/lease"])))
+			}
+		}
+	}
+	g.Bound = strings.Join(parts, "; ")
+	return g
+}
