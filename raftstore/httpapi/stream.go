@@ -150,6 +150,7 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		sem   = make(chan struct{}, maxStreamInflight)
 		br    = bufio.NewReaderSize(conn, streamBufSize)
 		hdr   [api.StreamFrameHeader]byte
+		slab  []byte
 		bad   error
 	)
 	for {
@@ -164,7 +165,15 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 			bad = err
 			break
 		}
-		payload := make([]byte, n) // owned by the beat's goroutine
+		// Payloads are carved from a shared slab: one allocation per
+		// slab rather than per beat. A slab lives while a beat in it is
+		// served; nothing keeps a payload past its beat (the decoder
+		// and the relay copy what they keep).
+		if n > len(slab) {
+			slab = make([]byte, max(n, streamBufSize))
+		}
+		payload := slab[:n:n] // owned by the beat's goroutine
+		slab = slab[n:]
 		if _, err := io.ReadFull(br, payload); err != nil {
 			break
 		}
