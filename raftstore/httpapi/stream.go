@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencepost/fencepost/fence/api"
@@ -51,8 +53,18 @@ type hbStream struct {
 	refusalKey string
 	ctx        context.Context
 	cancel     context.CancelFunc
-	out        chan []byte // encoded reply frames, to the writer
+	// out carries encoded reply frames (from frameBufs) to the writer,
+	// which returns each to the pool once it is in the write buffer.
+	out chan *[]byte
+	// unanswered counts the beats read whose reply the writer has not
+	// taken yet: while some are, a reply is not flushed alone before the
+	// others of its verify round had a chance to join it.
+	unanswered atomic.Int64
 }
+
+// frameBufs holds reply frame buffers: a frame per beat is the stream's
+// only per-beat buffer, so it is reused instead of allocated.
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // openStream answers an upgrade to the heartbeat stream: 101, then the
 // connection is hijacked and served by runStream.
@@ -119,7 +131,7 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		raw = u.UnsafeConn()
 	}
 	st := &hbStream{conn: conn, raw: raw, who: who, remote: conn.RemoteAddr(), refusalKey: key, ctx: ctx, cancel: cancel,
-		out: make(chan []byte, maxStreamInflight)}
+		out: make(chan *[]byte, maxStreamInflight)}
 	defer cancel()
 	if !s.trackStream(st) {
 		return
@@ -138,6 +150,7 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		sem   = make(chan struct{}, maxStreamInflight)
 		br    = bufio.NewReaderSize(conn, streamBufSize)
 		hdr   [api.StreamFrameHeader]byte
+		slab  []byte
 		bad   error
 	)
 	for {
@@ -152,7 +165,15 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 			bad = err
 			break
 		}
-		payload := make([]byte, n) // owned by the beat's goroutine
+		// Payloads are carved from a shared slab: one allocation per
+		// slab rather than per beat. A slab lives while a beat in it is
+		// served; nothing keeps a payload past its beat (the decoder
+		// and the relay copy what they keep).
+		if n > len(slab) {
+			slab = make([]byte, max(n, streamBufSize))
+		}
+		payload := slab[:n:n] // owned by the beat's goroutine
+		slab = slab[n:]
 		if _, err := io.ReadFull(br, payload); err != nil {
 			break
 		}
@@ -163,9 +184,12 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		}
 		sem <- struct{}{}
 		beats.Add(1)
+		st.unanswered.Add(1)
 		go func() {
 			defer func() { <-sem; beats.Done() }()
-			st.out <- s.streamBeat(st, b)
+			f := frameBufs.Get().(*[]byte)
+			*f = s.streamBeat(st, b, (*f)[:0])
+			st.out <- f
 		}()
 	}
 	if bad == nil {
@@ -177,7 +201,9 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		s.metrics.streamBadFrames.Inc()
 		p := problemFor(fmt.Errorf("%w: %w", ErrBadRequest, bad), api.PathHeartbeatStream)
 		body, _ := json.Marshal(p)
-		st.out <- api.AppendReply(nil, 0, p.Status, "", body)
+		f := api.AppendReply(nil, 0, p.Status, "", body)
+		st.unanswered.Add(1)
+		st.out <- &f
 		if ce := s.log.Check(zap.DebugLevel, "heartbeat stream closed on a malformed frame"); ce != nil {
 			ce.Write(zap.Stringer("remote", st.remote), zap.Error(bad))
 		}
@@ -188,19 +214,30 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 
 // writeStream writes reply frames as they come, flushing when no other
 // reply is waiting: beats answered by one verify round leave in one write.
+// The goroutines of one round's beats wake one by one, so when no reply is
+// queued but beats are still unanswered the writer yields once before it
+// flushes, letting the runnable ones queue theirs: one write syscall then
+// carries the round instead of one per beat.
 func (s *Server) writeStream(st *hbStream) {
 	bw := bufio.NewWriterSize(st.conn, streamBufSize)
 	var err error
 	batch := false
 	for f := range st.out {
+		st.unanswered.Add(-1)
 		if err != nil {
+			frameBufs.Put(f)
 			continue // drain, so no beat blocks on a dead connection
 		}
 		if !batch {
 			_ = st.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 			batch = true
 		}
-		if _, err = bw.Write(f); err == nil && len(st.out) == 0 {
+		_, err = bw.Write(*f)
+		frameBufs.Put(f)
+		if err == nil && len(st.out) == 0 && st.unanswered.Load() > 0 {
+			runtime.Gosched()
+		}
+		if err == nil && len(st.out) == 0 {
 			err, batch = bw.Flush(), false
 		}
 		if err != nil {
@@ -213,8 +250,8 @@ func (s *Server) writeStream(st *hbStream) {
 	}
 }
 
-// streamBeat serves one beat and returns its reply frame.
-func (s *Server) streamBeat(st *hbStream, b api.Beat) []byte {
+// streamBeat serves one beat and appends its reply frame to dst.
+func (s *Server) streamBeat(st *hbStream, b api.Beat, dst []byte) []byte {
 	start := time.Now()
 	sid := string(b.SessionID)
 	err := s.refusals.check(st.refusalKey)
@@ -233,14 +270,14 @@ func (s *Server) streamBeat(st *hbStream, b api.Beat) []byte {
 	case err == nil:
 		buf := encodeBufs.Get().(*[]byte)
 		*buf = appendHeartbeat((*buf)[:0], &resp)
-		frame = api.AppendReply(nil, b.ID, status, "", *buf)
+		frame = api.AppendReply(dst, b.ID, status, "", *buf)
 		encodeBufs.Put(buf)
 	case isNotLeader(err):
-		status, frame, err = s.relayBeat(st, b, sid)
+		status, frame, err = s.relayBeat(st, b, sid, dst)
 	}
 	if err != nil {
 		var p api.Problem
-		p, frame = s.beatProblem(st, b.ID, sid, err)
+		p, frame = s.beatProblem(st, b.ID, sid, err, dst)
 		status = p.Status
 	}
 	s.chargeRefusal(st.refusalKey, err)
@@ -251,7 +288,7 @@ func (s *Server) streamBeat(st *hbStream, b api.Beat) []byte {
 // relayBeat sends a beat this follower cannot answer to the leader as a
 // unary heartbeat, and returns the leader's answer as a reply frame that
 // names the leader.
-func (s *Server) relayBeat(st *hbStream, b api.Beat, sid string) (int, []byte, error) {
+func (s *Server) relayBeat(st *hbStream, b api.Beat, sid string, dst []byte) (int, []byte, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -264,12 +301,12 @@ func (s *Server) relayBeat(st *hbStream, b api.Beat, sid string) (int, []byte, e
 	if err != nil {
 		return 0, nil, err
 	}
-	return resp.StatusCode(), api.AppendReply(nil, b.ID, resp.StatusCode(), leader, resp.Body()), nil
+	return resp.StatusCode(), api.AppendReply(dst, b.ID, resp.StatusCode(), leader, resp.Body()), nil
 }
 
 // beatProblem is the reply frame of a failed beat, audited as a refused
 // unary heartbeat would be.
-func (s *Server) beatProblem(st *hbStream, id uint64, sid string, err error) (api.Problem, []byte) {
+func (s *Server) beatProblem(st *hbStream, id uint64, sid string, err error, dst []byte) (api.Problem, []byte) {
 	path := strings.Replace(api.PathHeartbeat, "{sid}", url.PathEscape(sid), 1)
 	p := problemFor(err, path)
 	if p.Code == api.CodeInternal {
@@ -283,5 +320,5 @@ func (s *Server) beatProblem(st *hbStream, id uint64, sid string, err error) (ap
 		s.auditCall(context.Background(), st.who, PermSession, auditFacts{method: fasthttp.MethodPost,
 			path: []byte(path), remote: st.remote, status: p.Status}, api.PathHeartbeatStream, "", err)
 	}
-	return p, api.AppendReply(nil, id, p.Status, "", body)
+	return p, api.AppendReply(dst, id, p.Status, "", body)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
+	"github.com/fencepost/fencepost/raftstore/httpapi"
 	"github.com/fencepost/fencepost/raftstore/httpapi/httpapitest"
 	"github.com/stretchr/testify/require"
 )
@@ -198,4 +199,38 @@ func TestStreamEndsWithTheServer(t *testing.T) {
 	_, err = s.read()
 	require.Error(t, err, "Close ends open streams (goleak checks their goroutines)")
 	require.False(t, strings.Contains(err.Error(), "timeout"), "closed, not left hanging: %v", err)
+}
+
+// TestStreamInflightLimit: a stream has at most 256 beats being served at
+// once; the member reads the 257th only after one of them was answered.
+func TestStreamInflightLimit(t *testing.T) {
+	const limit = 256
+	st := httpapitest.New()
+	srv := startServer(t, st, func(c *httpapi.Config) { c.RequestTimeout = time.Minute })
+	sess, err := st.OpenSession(t.Context(), "r1", api.OpenSessionRequest{WorkerID: "w"})
+	require.NoError(t, err)
+	const hold = 3 * time.Second
+	for range limit + 1 {
+		st.Inject("Heartbeat", httpapitest.Fault{Delay: hold})
+	}
+	s, resp := upgrade(t, srv.Addr(), nil)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	var frames [][]byte
+	for id := range uint64(limit + 1) {
+		frames = append(frames, beatFrame(t, id+1, sess.SessionID, api.HeartbeatRequest{}))
+	}
+	s.write(frames...)
+	beats := func() int { return len(st.CallsOf("Heartbeat")) }
+	httpapitest.WaitFor(t, "256 beats in service", func() bool { return beats() >= limit })
+	// Every beat in service sleeps for hold: until the first wakes, the
+	// 257th must stay unread.
+	require.Never(t, func() bool { return beats() > limit }, hold/2, 10*time.Millisecond)
+	got := map[uint64]bool{}
+	for range limit + 1 {
+		r := s.mustRead()
+		require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)
+		got[r.ID] = true
+	}
+	require.Len(t, got, limit+1)
+	require.Equal(t, limit+1, beats())
 }
