@@ -82,7 +82,9 @@ func TestProbeCommand(t *testing.T) {
 	waitFor(t, 5*time.Second, "unhealthy", func() bool { return down.Load() == 1 })
 
 	var bad atomic.Int32
-	ok := &Probe{Health: Health{Command: []string{"true"}, Interval: 10 * time.Millisecond, Timeout: 10 * time.Millisecond,
+	// A timeout far above a fork and exec on a loaded machine: the check
+	// must pass, not race the clock.
+	ok := &Probe{Health: Health{Command: []string{"true"}, Interval: 10 * time.Millisecond, Timeout: 10 * time.Second,
 		Threshold: 1, StartPeriod: time.Nanosecond}, Unhealthy: func(error) { bad.Add(1) }}
 	checks := 0
 	h := ok.Health
