@@ -1,5 +1,6 @@
 // Package raftstore is the lease cluster's node: a hashicorp/raft member
-// (raft-boltdb/v2 log and stable store, file snapshots, TCP transport)
+// (raft-wal segmented log and stable store, logstore.go; file snapshots;
+// TCP transport)
 // whose FSM is a thin shell over the pure lease model of fence/lease.
 //
 // Store is the whole API the HTTP layer (raftstore/httpapi) calls:

@@ -14,13 +14,13 @@ import (
 func entryTypes(t *testing.T, s *Store) map[entryType]int {
 	t.Helper()
 	out := map[entryType]int{}
-	first, err := s.bolt.FirstIndex()
+	first, err := s.logs.FirstIndex()
 	require.NoError(t, err)
-	last, err := s.bolt.LastIndex()
+	last, err := s.logs.LastIndex()
 	require.NoError(t, err)
 	for i := first; i <= last && i > 0; i++ {
 		var l raft.Log
-		require.NoError(t, s.bolt.GetLog(i, &l))
+		require.NoError(t, s.logs.GetLog(i, &l))
 		if l.Type == raft.LogCommand && len(l.Data) > 0 {
 			out[entryType(l.Data[0])]++
 		}

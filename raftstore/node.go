@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -61,18 +59,18 @@ func (s *Store) openRaft() error {
 	if err := os.MkdirAll(snapDir, 0o750); err != nil {
 		return fmt.Errorf("raftstore: create data dir: %w", err)
 	}
-	// raft-boltdb keeps NoSync off: an acknowledged entry is on disk.
-	// NoFreelistSync (etcd's default; an option in Consul) leaves bolt's
-	// free-page list out of every commit, so an append writes and fsyncs
-	// only the entries and the meta page. The list is rebuilt by a scan at
-	// open (a longer open for a large log); the entries' durability is
-	// unchanged. The map freelist keeps allocation O(1) as the file grows.
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
+	// One process per data dir (the WAL's own bolt meta file would wait
+	// for its lock forever). The log store and why it is a WAL: logstore.go.
+	lock, err := lockDataDir(cfg.DataDir, boltOpenTimeout)
 	if err != nil {
 		return fmt.Errorf("raftstore: open log store: %w", err)
 	}
-	s.bolt = bolt
+	s.lock = lock
+	logStore, err := openLogStore(cfg.DataDir, s.hclog)
+	if err != nil {
+		return fmt.Errorf("raftstore: open log store: %w", err)
+	}
+	s.logs = logStore
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, s.hclog.Named("snapshot"))
 	if err != nil {
 		return fmt.Errorf("raftstore: open snapshot store: %w", err)
@@ -122,12 +120,12 @@ func (s *Store) openRaft() error {
 	// has just written, about a tenth of the leader's CPU per acquire. The
 	// cache holds entries only once bolt has stored them, so what it serves
 	// is durable.
-	logs, err := raft.NewLogCache(logCacheEntries, bolt)
+	logs, err := raft.NewLogCache(logCacheEntries, logStore)
 	if err != nil {
 		closeTransport(s.trans)
 		return fmt.Errorf("raftstore: log cache: %w", err)
 	}
-	existing, err := raft.HasExistingState(logs, bolt, snaps)
+	existing, err := raft.HasExistingState(logs, logStore, snaps)
 	if err != nil {
 		closeTransport(s.trans)
 		return fmt.Errorf("raftstore: inspect raft state: %w", err)
@@ -145,7 +143,7 @@ func (s *Store) openRaft() error {
 		}
 		existing = true // the restored snapshot is the state; nothing to bootstrap
 	}
-	r, err := raft.NewRaft(rc, s.fsm, logs, bolt, snaps, s.trans)
+	r, err := raft.NewRaft(rc, s.fsm, logs, logStore, snaps, s.trans)
 	if err != nil {
 		closeTransport(s.trans)
 		return fmt.Errorf("raftstore: start raft: %w", err)
@@ -190,7 +188,7 @@ func (s *Store) memberAt(addr string) string {
 	return ""
 }
 
-// boltOpenTimeout bounds the wait for bolt's file lock, so a second
+// boltOpenTimeout bounds the wait for the data dir's lock, so a second
 // process on the same data directory fails instead of hanging.
 const boltOpenTimeout = 5 * time.Second
 
@@ -206,9 +204,10 @@ func closeTransport(t raft.Transport) {
 }
 
 func (s *Store) closeStorage() {
-	if s.bolt != nil {
-		_ = s.bolt.Close()
+	if s.logs != nil {
+		_ = s.logs.Close()
 	}
+	s.lock.release()
 }
 
 // Close stops the node: the leader loop and the verifier first, then raft
@@ -225,9 +224,10 @@ func (s *Store) Close() error {
 		}
 		s.net.CloseStreams()
 		s.layer.wait()
-		if err := s.bolt.Close(); err != nil && s.closeErr == nil {
+		if err := s.logs.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("raftstore: close log store: %w", err)
 		}
+		s.lock.release()
 		if s.cfg.Registerer != nil {
 			s.m.unregister(s.cfg.Registerer)
 		}

@@ -25,14 +25,14 @@ func TestSigningKeyNeverEntersTheLog(t *testing.T) {
 	c.waitConverged()
 	seed := testSigningKey.Seed()
 	for _, s := range c.live() {
-		first, err := s.bolt.FirstIndex()
+		first, err := s.logs.FirstIndex()
 		require.NoError(t, err)
-		last, err := s.bolt.LastIndex()
+		last, err := s.logs.LastIndex()
 		require.NoError(t, err)
 		keys := 0
 		for i := first; i <= last; i++ {
 			var l raft.Log
-			require.NoError(t, s.bolt.GetLog(i, &l))
+			require.NoError(t, s.logs.GetLog(i, &l))
 			require.False(t, bytes.Contains(l.Data, seed), "entry %d of %s holds the private key", i, s.NodeID())
 			if l.Type == raft.LogCommand && len(l.Data) > 0 && entryType(l.Data[0]) == entryKey {
 				keys++

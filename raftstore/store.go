@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.uber.org/zap"
 )
 
@@ -20,9 +19,12 @@ type Store struct {
 	log   *zap.Logger
 	clock Clock
 
-	fsm   *fsm
-	raft  *raft.Raft
-	bolt  *raftboltdb.BoltStore
+	fsm  *fsm
+	raft *raft.Raft
+	// logs is the raft log and stable store (logstore.go); lock keeps a
+	// second process off the data dir while this one runs.
+	logs  *walStore
+	lock  *dirLock
 	trans raft.Transport
 	// net is the TCP transport under trans; Close must release its pooled
 	// connections (raft's Shutdown closes only the listener), or the

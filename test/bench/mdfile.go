@@ -130,7 +130,7 @@ var methodText = `## What the numbers mean, and what bounds them
 
 Common to all: both clusters run on the same 2 cores as the load generator (the harness process), so every
 figure is CPU-bound by the sum of server, replicas and client. Both clusters fsync before acknowledging a write
-(etcd's WAL by default; fencepost's raft-boltdb log by default). Clients talk to the current leader of each
+(etcd's WAL; fencepost's raft log is hashicorp/raft-wal, a segmented WAL, since the release after v0.1.0). Clients talk to the current leader of each
 cluster, so neither side pays follower forwarding. The fencepost client is a thin fasthttp JSON client written
 for the harness; the etcd client is the official ` + "`go.etcd.io/etcd/client/v3`" + ` v3.5 (one gRPC connection
 per 16 workers). All leases on both sides have a 600 s TTL (fencepost: a ` + "`bench`" + ` profile added to the
@@ -144,11 +144,10 @@ with other work it drifts much less than throughput does, so it is the better fi
    ` + "`POST /v1/tasks/{id}/acquire`" + ` (create) then ` + "`POST .../release`" + ` (given_back): two requests, each committed through raft.
    etcd: lease grant, a txn that creates the task key under that lease only if it does not exist
    (compare-and-create), then lease revoke — three requests, each a raft proposal; the standard etcd lock recipe. Figure: cycles/s.
-   Bound: raft commit latency at C=1: hashicorp/raft writes the leader's entries (a bolt commit: two fdatasyncs)
-   before it sends them to the followers, which commit them the same way, so a lone write waits for four fsyncs
-   in sequence (etcd fsyncs its leader's WAL while it replicates). A write-ahead log with one fsync per batch
-   (hashicorp/raft-wal) halved that in a trial (issue 27) but was withdrawn: a member SIGKILLed while sealing a
-   segment could not restart ("sealed segment has no index block"). At C=64: CPU, for fencepost spread over the
+   Bound: raft commit latency at C=1: hashicorp/raft writes the leader's entries (one WAL append, one fdatasync)
+   before it sends them to the followers, which store them the same way, so a lone write waits for two fsyncs in
+   sequence (etcd fsyncs its leader's WAL while it replicates, the two overlap, so its lone write waits for about one).
+   At C=64: CPU, for fencepost spread over the
    HTTP handling, raft replication, the FSM and the Ed25519 signature of every grant's token.
 2. **heartbeats** — fencepost: S sessions each holding L leases; one heartbeat renews the session and all L
    leases, in the leader's memory after a VerifyLeader round (no raft entry); the request names the L leases and
@@ -200,7 +199,7 @@ with other work it drifts much less than throughput does, so it is the better fi
 6. **memory** — RSS (VmRSS from /proc) of every node before and after taking N leases (fencepost: one session
    per 100 leases, acquire with create; etcd: lease grant + task key, as in workload 1), after a 2 s settle.
    bytes/lease = RSS growth / leases, split into anonymous memory (heap, stacks) and file-backed pages (the raft
-   log's pages on fencepost, bolt's mmap on etcd). For a Go process RSS includes garbage not yet collected:
+   log's WAL segments, read with pread, barely show on fencepost; bolt's mmap does on etcd). For a Go process RSS includes garbage not yet collected:
    with the default GOGC=100 the heap may grow to twice its live size before a collection, so RSS is an upper
    bound. Beside it, "live heap bytes/lease" is the growth of go_memstats_heap_alloc_bytes read right after a
    forced collection (/debug/pprof/heap?gc=1 on both systems): the memory the state itself takes. Where it goes

@@ -200,7 +200,7 @@ func TestAcknowledgedCheckpointsSurviveFailoverRestartAndSnapshots(t *testing.T)
 		return true
 	})
 	for _, n := range nodes {
-		_, err := os.Stat(filepath.Join(n.Dir, "raft.db"))
+		_, err := os.Stat(filepath.Join(n.Dir, "raft-wal"))
 		require.NoError(t, err)
 	}
 }
