@@ -94,3 +94,36 @@ func liveHeapGoal(res *Results) Goal {
 	g.Bound = strings.Join(parts, "; ")
 	return g
 }
+
+// proxyGoals27 are issue 27's proxy targets beyond throughput: CPU per
+// request within 1.2× nginx's, and an added p50 at the fixed rate no
+// higher than nginx's, GET and POST. The bound beside the CPU goal is the
+// bare fasthttp forwarder of the same reps: the part of the sidecar's
+// cost that is fasthttp's server and client, not fencing.
+func proxyGoals27(res *Results) []Goal {
+	cpu := func(r Run) float64 { return r.Measure.ServerUsPerOp }
+	var cpuGoals, p50Goals []Goal
+	var floor []string
+	for _, pc := range proxyCases {
+		maxCase := fmt.Sprintf("%s max rate, %d conns", pc.method, res.Settings.ProxyConns)
+		fixCase := fmt.Sprintf("%s at %.0f req/s", pc.method, res.Settings.FixedRate)
+		g := runGoal(res, "", wlProxy, maxCase, pathSidecar, pathNginx, cpu, "µs CPU/req "+pc.method, 1.2)
+		cpuGoals = append(cpuGoals, g)
+		if sc, bare := runValues(res, wlProxy, maxCase, pathSidecar, cpu), runValues(res, wlProxy, maxCase, pathBare, cpu); len(sc) > 0 && len(bare) > 0 && median(bare) > 0 {
+			floor = append(floor, fmt.Sprintf("%s: the bare fasthttp forwarder takes %s µs CPU/req, the sidecar %.2f× that",
+				pc.method, num(median(bare)), median(sc)/median(bare)))
+		}
+		added := func(r Run) float64 { return r.Extra["added p50 µs"] }
+		a, b := runValues(res, wlProxy, fixCase, pathSidecar, added), runValues(res, wlProxy, fixCase, pathNginx, added)
+		p := Goal{Status: "not measured", Figure: "—"}
+		if len(a) > 0 && len(b) > 0 {
+			p.Figure = fmt.Sprintf("%s µs vs nginx %s µs %s", num(median(a)), num(median(b)), pc.method)
+			p.Status = status(median(a) <= median(b))
+		}
+		p50Goals = append(p50Goals, p)
+	}
+	cg := merge("proxy CPU per request ≤ 1.2× nginx's (GET; POST) (issue 27)", cpuGoals...)
+	cg.Bound = strings.Join(floor, ". ")
+	return []Goal{cg,
+		merge(fmt.Sprintf("proxy added p50 at %.0f req/s ≤ nginx's (GET; POST) (issue 27)", res.Settings.FixedRate), p50Goals...)}
+}

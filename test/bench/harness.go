@@ -246,10 +246,18 @@ func (h *harness) proxies() {
 	} else {
 		targets = append(targets, httpTarget{name: pathNginx, addr: addr, proc: p, tree: true})
 	}
+	if upTLS == nil {
+		if p, addr, err := startBareProxy(h.dir, upAddr, &h.ps); err != nil {
+			h.skip(pathBare, err)
+		} else {
+			targets = append(targets, httpTarget{name: pathBare, addr: addr, absolute: true, proc: p})
+		}
+	}
 	if upTLS != nil {
 		h.res.Notes = append(h.res.Notes, "Workload 5 with TLS: the upstream serves HTTPS and the sidecar (tls.originate) and nginx "+
 			"(proxy_pass https://, verified, session reuse) originate TLS to it; the worker's leg stays plain HTTP on loopback; "+
-			"direct is HTTPS to the upstream; squid is not run (it cannot originate TLS for an http:// request without a rewrite).")
+			"direct is HTTPS to the upstream; squid is not run (it cannot originate TLS for an http:// request without a rewrite), "+
+			"nor is the bare fasthttp forwarder (a plaintext floor).")
 	} else if p, addr, err := startSquid(h.dir, &h.ps); err != nil {
 		h.skip(pathSquid, err)
 	} else {

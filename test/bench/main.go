@@ -75,6 +75,10 @@ func main() {
 		runUpstream(os.Args[2])
 		return
 	}
+	if len(os.Args) == 4 && os.Args[1] == "bare-proxy" {
+		runBareProxy(os.Args[2], os.Args[3])
+		return
+	}
 	if len(os.Args) == 5 && os.Args[1] == "upstream-tls" {
 		runUpstreamTLS(os.Args[2], os.Args[3], os.Args[4])
 		return

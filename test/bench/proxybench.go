@@ -54,13 +54,13 @@ func proxyBench(res *Results, plan Plan, targets []httpTarget, upstream string) 
 				r.Extra["added p99 µs"] = us(r.Measure.P99) - us(d.P99)
 			}
 		}
-		for _, peer := range []string{pathNginx, pathSquid, pathDirect} {
+		for _, peer := range []string{pathNginx, pathSquid, pathBare, pathDirect} {
 			res.row(wlProxy, maxCase, "req/s", true, pathSidecar, peer, rate)
 		}
-		for _, peer := range []string{pathNginx, pathSquid} {
+		for _, peer := range []string{pathNginx, pathSquid, pathBare} {
 			res.row(wlProxy, maxCase, "proxy CPU µs/req", false, pathSidecar, peer, cpuPerOp)
 		}
-		for _, peer := range []string{pathNginx, pathSquid} {
+		for _, peer := range []string{pathNginx, pathSquid, pathBare} {
 			res.row(wlProxy, fixCase, "added p50 µs", false, pathSidecar, peer, extra("added p50 µs"))
 			res.row(wlProxy, fixCase, "added p99 µs", false, pathSidecar, peer, extra("added p99 µs"))
 		}

@@ -249,6 +249,7 @@ func buildGoals(res *Results) {
 		withBound(merge(fmt.Sprintf("proxy added p99 ≤ 1 ms at %.0f req/s", res.Settings.FixedRate), p99...),
 			peerLatency(p99Peer)),
 	)
+	res.Goals = append(res.Goals, proxyGoals27(res)...)
 	mem := fmt.Sprintf("%d leases", res.Settings.MemLeases)
 	var perLease []float64
 	var live []string
