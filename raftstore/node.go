@@ -269,7 +269,13 @@ func (s *Store) applyEntry(ctx context.Context, t entryType, body any) (any, err
 		}
 	}
 	start := time.Now()
+	s.proposeGate.RLock()
+	if h := s.fsm.halt.halted(); h != nil {
+		s.proposeGate.RUnlock()
+		return nil, h
+	}
 	f := s.raft.ApplyLog(raft.Log{Data: data, Extensions: s.stamp}, timeout)
+	s.proposeGate.RUnlock()
 	err = f.Error()
 	took := time.Since(start)
 	if s.m != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/proxy/leases"
 	"github.com/fencepost/fencepost/proxy/reply"
 )
 
@@ -39,6 +40,23 @@ func TestNoByteLeavesAfterDeadline(t *testing.T) {
 	x.forward()
 	require.Equal(t, 409, ctx.Response.StatusCode(), string(ctx.Response.Body()))
 	require.Equal(t, api.ProblemTypeBase+reply.CodeLeaseExpired, problemType(t, ctx.Response.Body()))
+	require.Zero(t, accepted(), "nothing reached the upstream")
+}
+
+// A write whose lease is revoked between its last check and the send is
+// refused with the revocation's problem, as a write blocked at the door
+// is, not as an expiry.
+func TestWriteCutByRevocationSaysRevoked(t *testing.T) {
+	tp, x, accepted := leasedWrite(t)
+	ctx := x.ctx
+	defer x.finish()
+	require.Nil(t, x.decide())
+	x.req = fasthttp.AcquireRequest()
+	require.Nil(t, x.stamp())
+	tp.k.Drop("t", x.lease.Epoch, leases.ReasonRevoked, leases.EventRevoked, "test")
+	x.forward()
+	require.Equal(t, 409, ctx.Response.StatusCode(), string(ctx.Response.Body()))
+	require.Equal(t, api.ProblemTypeBase+reply.CodeLeaseRevoked, problemType(t, ctx.Response.Body()))
 	require.Zero(t, accepted(), "nothing reached the upstream")
 }
 

@@ -145,13 +145,13 @@ func (x *exchange) upstreamFailed(err error, stage upstreamStage) {
 	if stage == stageRequest {
 		if errors.Is(err, errLeaseCut) {
 			p.metrics.requests.WithLabelValues(DecisionBlocked).Inc()
-			p.metrics.writesBlocked.WithLabelValues(string(leases.ReasonExpired)).Inc()
+			p.metrics.writesBlocked.WithLabelValues(string(cutReason(x.lease, p.cfg.Clock.Now()))).Inc()
 		} else {
 			p.metrics.forwarded.Inc()
 		}
 	}
 	if errors.Is(err, errLeaseCut) && stage == stageRequest {
-		x.span.Blocked(string(leases.ReasonExpired), x.lease.Epoch)
+		x.span.Blocked(string(cutReason(x.lease, p.cfg.Clock.Now())), x.lease.Epoch)
 	} else {
 		x.span.Failed(err)
 	}

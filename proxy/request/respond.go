@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -51,6 +52,17 @@ const (
 	stageBody
 )
 
+// cutReason is why a write's lease stopped it before it was sent: what
+// the lease says now (revoked, lost, suspect...), so the worker gets the
+// same problem as a write blocked at the door; expired when the lease no
+// longer says (its state was forgotten).
+func cutReason(l leases.Ref, now time.Time) leases.Reason {
+	if why := l.Ticket.MayWrite(now); why != leases.ReasonNone {
+		return why
+	}
+	return leases.ReasonExpired
+}
+
 // upstreamProblem maps an upstream failure to its problem; it is the one
 // place that does. write and l say whether a write's lease was cut while
 // it was in flight (then the outcome is unknown, and says so).
@@ -59,9 +71,11 @@ func upstreamProblem(err error, stage upstreamStage, write bool, l leases.Ref, c
 	cutMidFlight := write && !l.Ticket.IsZero() && l.Ticket.MayWrite(cfg.Clock.Now()) != ""
 	switch {
 	case stage == stageRequest && errors.Is(err, errLeaseCut):
-		return &reply.Reply{Code: reply.CodeLeaseExpired, Title: "lease expired: write blocked",
+		why := cutReason(l, cfg.Clock.Now())
+		code, title := blockedProblem(why)
+		return &reply.Reply{Code: code, Title: title,
 			Detail: "the lease stopped being current before the write was sent; the upstream received no complete request",
-			Epoch:  l.Epoch, Blocked: true, Why: string(leases.ReasonExpired)}
+			Epoch:  l.Epoch, Blocked: true, Why: string(why)}
 	case cutMidFlight:
 		return &reply.Reply{Code: reply.CodeLeaseLostMid, Title: "lease lost while the write was in flight",
 			Detail: "the upstream connection was closed when the lease stopped being current; the outcome is unknown, retry with the same Idempotency-Key under a new lease",

@@ -139,8 +139,10 @@ func inside(t *testing.T) {
 	epoch, _ := strconv.ParseUint(g, 10, 64)
 	_, err = cc.Revoke(ctx, task, api.RevokeRequest{Epoch: epoch, Reason: "capture test"})
 	require.NoError(t, err)
-	proxied := viaProxy(t, proxyAddr, plain.url()+"/w/proxied")
 	require.Eventually(t, func() bool { s, _ := workers[0].post(t, plain.url()+"/w/probe"); return s == 409 }, 20*time.Second, 50*time.Millisecond)
+	// The proxied reference call is made once the sidecar knows of the
+	// revocation: made earlier it races it (and may be cut in flight).
+	proxied := viaProxy(t, proxyAddr, plain.url()+"/w/proxied")
 	require.Equal(t, 409, proxied.status)
 	before := [2]int{plain.count(), secure.count()}
 	for _, w := range workers {
