@@ -141,4 +141,6 @@ func checkpointLoop(ctx context.Context, c *cluster.Client, stop <-chan struct{}
 	}
 }
 
-func checkpointData(task string, seq uint64) []byte { return fmt.Appendf(nil, "%s-state-%d", task, seq) }
+func checkpointData(task string, seq uint64) []byte {
+	return fmt.Appendf(nil, "%s-state-%d", task, seq)
+}
