@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencepost/fencepost/fence/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
@@ -100,6 +99,14 @@ func (s *Server) observe(tc context.Context, rc *fasthttp.RequestCtx, route, rid
 // encodeBufs holds scratch buffers for hand-encoded replies.
 var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
+// putEncodeBuf returns a scratch buffer to the pool unless a large payload
+// grew it: one big task must not pin its size in every pooled buffer.
+func putEncodeBuf(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		encodeBufs.Put(b)
+	}
+}
+
 // writeJSON writes a success answer; 204 and a nil body write no body.
 func writeJSON(rc *fasthttp.RequestCtx, status int, body any) error {
 	if status == http.StatusNoContent || body == nil {
@@ -107,14 +114,15 @@ func writeJSON(rc *fasthttp.RequestCtx, status int, body any) error {
 		return nil
 	}
 	rc.SetContentType("application/json")
-	if hb, ok := body.(api.HeartbeatResponse); ok {
-		buf := encodeBufs.Get().(*[]byte)
-		*buf = appendHeartbeat((*buf)[:0], &hb)
+	buf := encodeBufs.Get().(*[]byte)
+	var ok bool
+	if *buf, ok = encodeReply((*buf)[:0], body); ok {
 		rc.SetStatusCode(status)
 		rc.SetBody(*buf) // copies: the scratch buffer goes back to the pool
-		encodeBufs.Put(buf)
+		putEncodeBuf(buf)
 		return nil
 	}
+	putEncodeBuf(buf)
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
