@@ -48,7 +48,7 @@ staticcheck ./...
 
 if [ -d test/bench ]; then
   step "bench harness compiles (own module)"
-  (cd test/bench && go vet ./...)
+  (cd test/bench && go vet ./... && go test -count=1 ./...)
 fi
 
 step "dev flow with real clients"; test/devclients.sh

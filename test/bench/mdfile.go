@@ -25,7 +25,8 @@ func benchmarksMD(res *Results, table string) string {
 	p("etcd cluster on 127.0.0.1 with separate data directories under one temporary directory, runs the workloads, ")
 	p("stops every process it started by PID, removes the directory, prints the tables, writes the raw numbers to ")
 	p("`--out` (default `bench-results.json`, not committed) and regenerates this file. It has its own `go.mod`, so ")
-	p("the product does not carry etcd's client. Every load loop is bounded in count and time.\n\n")
+	p("the product does not carry etcd's client. Every load loop is bounded in count and time. The sections after ")
+	p("the `kept` marker near the end come from their own runs (each says its command) and a run leaves them as they are.\n\n")
 
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPUs (nproc) | %d |\n| CPU model | %s |\n| memory | %d MiB |\n| kernel | %s |\n| Go | %s |\n",

@@ -174,13 +174,15 @@ func writeTLSSection(path, section string) error {
 	if old := storedTLSSection(path); old != "" {
 		s = strings.Replace(s, old, strings.TrimSuffix(section, "\n"), 1)
 	} else {
-		s = strings.TrimRight(s, "\n") + "\n\n" + section
+		head, kept := splitKept(s)
+		s = withKept(strings.TrimRight(head, "\n")+"\n\n"+section, kept)
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 
 // writeMD writes the report of res to path: the TLS section alone for a
-// --tls run, else the whole file, keeping the TLS section it had.
+// --tls run, else the whole file, keeping the TLS section it had; the
+// hand-written tail (kept.go) stays either way.
 func writeMD(path string, res *Results, table string) error {
 	if res.TLS != nil && res.TLSSectionOnly {
 		return writeTLSSection(path, tlsSection(res))
@@ -191,7 +193,7 @@ func writeMD(path string, res *Results, table string) error {
 	} else if old := storedTLSSection(path); old != "" {
 		out += "\n" + old + "\n"
 	}
-	return os.WriteFile(path, []byte(out), 0o644)
+	return os.WriteFile(path, []byte(withKept(out, storedKept(path))), 0o644)
 }
 
 // printReport prints the tables of res (and of its TLS pass) to stdout.
