@@ -161,15 +161,22 @@ with other work it drifts much less than throughput does, so it is the better fi
    sidecar's default transport since issue 27: one long-lived stream per member (an HTTP/1.1 upgrade on the API
    port, length-prefixed beats around the unary JSON body), shaped like etcd's stream (64 streams at C=64, up to
    8 beats in flight each); "fencepost unary" is one HTTP request per beat. Bound: CPU — server and load generator
-   together use both cores (CPU table). On the fencepost leader a streamed beat still costs the unary route's JSON
-   decode and encode, the per-beat rate limit and owner check, the lookup of the session's leases and its share of
-   a VerifyLeader round; what the stream saves is the HTTP request parse and a syscall pair per beat. Renewing is
-   one map write per heartbeat, whatever L is. The load generator's share (JSON encode and decode) is in the CPU
-   table.
+   together use both cores (CPU table). A CPU profile of the fencepost leader at C=64 (` + "`go run . --only 2 --profile DIR`" + `)
+   puts about a fifth of its time in walking the session's L leases (one task-map lookup per lease, mostly cache
+   misses at 10,000 leases), a tenth in building and sorting the per-lease answers, about 15 % in the socket
+   syscalls and the rest in the per-beat goroutine, rate limit, owner check, metrics and its share of a
+   VerifyLeader round; the body's decode and the reply's encode are hand-written and small. etcd's keepalive
+   answers for one lease; a fencepost beat answers for L, so the per-beat cost grows with L while etcd's per
+   keepalive does not. Renewing is one map write per heartbeat, whatever L is. The load generator's share (JSON
+   encode and decode) is in the CPU table.
 3. **fenced checkpoint writes** — a write that must only land while the writer still holds the lease.
    fencepost: ` + "`POST /v1/tasks/{id}/checkpoint`" + ` carrying the epoch (256-byte payload). etcd: a txn comparing the lock
    key's create revision (the holder's token) and then putting the checkpoint key (256 bytes). One raft entry on
-   each side. Bound: as workload 1 — at C=1 the fsyncs in sequence (leader, then a follower), at C=64 CPU.
+   each side. Bound: as workload 1 — at C=1 the fsyncs in sequence (leader, then a follower), at C=64 CPU. The
+   leader's profile at C=64 (` + "`go run . --only 3 --profile DIR`" + `): about 30 % in syscalls (one socket write per
+   reply, HTTP/1.1 answers one request at a time per connection, and the WAL's write and fsync), raft's
+   replication and log cache, the FSM's apply, allocation; the reply's JSON is appended by hand since issue 27
+   (encoding/json's reflection had been a fifth of the leader's CPU).
 4. **failover** — SIGKILL of the leader process, then a new acquire attempt every 20 ms against the survivors (each
    attempt may run up to 2 s, so a request parked during the election counts when it completes); the figure is the
    time from the kill to the first successful acquire. The killed node is restarted on its data directory and the
