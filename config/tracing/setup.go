@@ -75,10 +75,13 @@ func New(cfg Config, opts Options) (*Setup, error) {
 // name the sidecar itself, and spans must not loop through it.
 func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
 
-// newOTLP builds the OTLP exporter. Without an endpoint the exporter keeps
-// its defaults and reads its own OTEL_EXPORTER_OTLP_* variables (headers,
-// timeout, certificates, the per-signal endpoint); with one, the per-signal
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT still wins, as the specification says.
+// newOTLP builds the OTLP exporter: over http/protobuf fencepost's own
+// (httpExporter, which encodes spans without the stock exporter's proto
+// structs), over gRPC or OTLP/JSON the stock one. Without an endpoint the
+// exporter keeps its defaults and reads the OTEL_EXPORTER_OTLP_* variables
+// (headers, timeout, compression, certificates, the per-signal endpoint);
+// with one, the per-signal OTEL_EXPORTER_OTLP_TRACES_ENDPOINT still wins,
+// as the specification says.
 func newOTLP(cfg Config) (sdktrace.SpanExporter, error) {
 	endpoint := cfg.Endpoint
 	if os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
@@ -92,11 +95,28 @@ func newOTLP(cfg Config) (sdktrace.SpanExporter, error) {
 		}
 		return otlptracegrpc.New(ctx, o...)
 	}
+	if endpoint != "" {
+		endpoint = strings.TrimSuffix(endpoint, "/") + otlpTracesPath
+	}
+	if !jsonProtocol() {
+		return newHTTPExporter(endpoint)
+	}
 	o := []otlptracehttp.Option{otlptracehttp.WithProxy(noProxy)}
 	if endpoint != "" {
-		o = append(o, otlptracehttp.WithEndpointURL(strings.TrimSuffix(endpoint, "/")+"/v1/traces"))
+		o = append(o, otlptracehttp.WithEndpointURL(endpoint))
 	}
 	return otlptracehttp.New(ctx, o...)
+}
+
+// jsonProtocol reports whether the OTLP exporter's own variables ask for
+// OTLP/JSON (the per-signal one first), which only the stock exporter
+// speaks; fencepost's own exporter speaks protobuf.
+func jsonProtocol() bool {
+	v, ok := otlpEnv("TRACES_PROTOCOL")
+	if !ok {
+		v, _ = otlpEnv("PROTOCOL")
+	}
+	return v == "http/json"
 }
 
 // On reports whether spans are exported.
