@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -36,10 +35,12 @@ type httpExporter struct {
 	client *http.Client
 	retry  backoff
 
-	// encoders holds warm *encoders: each export takes one, so exports
-	// of several providers may run at once (as the stock exporter's do)
-	// and none allocates its buffers again.
-	encoders sync.Pool
+	// encoders holds warm encoders: each export takes one, so exports of
+	// several providers may run at once (as the stock exporter's do) and
+	// none grows its buffers again. Not a sync.Pool: that empties at
+	// every other GC, which under load is every few batches, and a batch
+	// of 512 spans regrows a quarter-megabyte buffer each time.
+	encoders chan *encoder
 
 	stopped context.Context // canceled by Shutdown: in-flight posts end
 	stop    context.CancelFunc
@@ -79,7 +80,7 @@ func newHTTPExporter(endpoint string) (*httpExporter, error) {
 		return nil, err
 	}
 	e := &httpExporter{httpSettings: s, client: s.client(), retry: stockBackoff}
-	e.encoders.New = func() any { return new(encoder) }
+	e.encoders = make(chan *encoder, maxEncoders)
 	e.stopped, e.stop = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -90,8 +91,8 @@ func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if len(spans) == 0 {
 		return nil
 	}
-	enc := e.encoders.Get().(*encoder)
-	defer e.encoders.Put(enc)
+	enc := e.encoder()
+	defer e.release(enc)
 	body, err := enc.body(spans, e.gzip)
 	if err != nil {
 		return fmt.Errorf("traces export: %w", err)
@@ -106,6 +107,29 @@ func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		return fmt.Errorf("traces export: %w", err)
 	}
 	return nil
+}
+
+// maxEncoders bounds the warm encoders kept: one per provider of a
+// process (fencepost dev has three) is plenty.
+const maxEncoders = 4
+
+// encoder takes a warm encoder, or a new one when all are in use.
+func (e *httpExporter) encoder() *encoder {
+	select {
+	case enc := <-e.encoders:
+		return enc
+	default:
+		return new(encoder)
+	}
+}
+
+// release keeps enc for the next export, unless enough are kept.
+func (e *httpExporter) release(enc *encoder) {
+	enc.w.forget()
+	select {
+	case e.encoders <- enc:
+	default:
+	}
 }
 
 // body encodes spans, gzipped when asked; nil when there is no span.

@@ -121,10 +121,7 @@ type group struct {
 // encoder's own buffer, valid until the next call.
 func (w *wire) encode(spans []sdktrace.ReadOnlySpan) []byte {
 	w.b = w.b[:0]
-	for i := range w.groups {
-		clear(w.groups[i].spans) // let the spans go
-		w.groups[i].spans = w.groups[i].spans[:0]
-	}
+	w.forget()
 	n := 0
 	for _, s := range spans {
 		if s == nil {
@@ -173,6 +170,15 @@ func (w *wire) encode(spans []sdktrace.ReadOnlySpan) []byte {
 		w.close(rs)
 	}
 	return w.b
+}
+
+// forget drops the encoder's references to the last batch's spans, so a
+// kept encoder does not keep them alive.
+func (w *wire) forget() {
+	for i := range w.groups {
+		clear(w.groups[i].spans)
+		w.groups[i].spans = w.groups[i].spans[:0]
+	}
 }
 
 // scopeSpans writes one ScopeSpans.
