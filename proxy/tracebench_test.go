@@ -13,9 +13,9 @@ import (
 type discard struct{}
 
 func (discard) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (discard) OnEnd(sdktrace.ReadOnlySpan)                      {}
-func (discard) Shutdown(context.Context) error                   { return nil }
-func (discard) ForceFlush(context.Context) error                 { return nil }
+func (discard) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (discard) Shutdown(context.Context) error                  { return nil }
+func (discard) ForceFlush(context.Context) error                { return nil }
 
 // BenchmarkRawProxyGETSpanOnly is BenchmarkRawProxyGETTraced without the
 // export: every request's span is sampled, recorded and ended by the SDK,
