@@ -146,12 +146,22 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		s.writeStream(st)
 	}()
 	var (
-		beats sync.WaitGroup
-		sem   = make(chan struct{}, maxStreamInflight)
-		br    = bufio.NewReaderSize(conn, streamBufSize)
-		hdr   [api.StreamFrameHeader]byte
-		slab  []byte
-		bad   error
+		workers  sync.WaitGroup
+		nworkers int
+		sem      = make(chan struct{}, maxStreamInflight)
+		// work hands a beat to an idle worker; unbuffered, so a beat
+		// is only handed to a worker that is waiting for one.
+		work  = make(chan api.Beat)
+		serve = func(b api.Beat) {
+			f := frameBufs.Get().(*[]byte)
+			*f = s.streamBeat(st, b, (*f)[:0])
+			st.out <- f
+			<-sem
+		}
+		br   = bufio.NewReaderSize(conn, streamBufSize)
+		hdr  [api.StreamFrameHeader]byte
+		slab []byte
+		bad  error
 	)
 	for {
 		// A sidecar beats every few seconds; a stream silent for the
@@ -172,7 +182,7 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		if n > len(slab) {
 			slab = make([]byte, max(n, streamBufSize))
 		}
-		payload := slab[:n:n] // owned by the beat's goroutine
+		payload := slab[:n:n] // owned by the beat's worker until it answers
 		slab = slab[n:]
 		if _, err := io.ReadFull(br, payload); err != nil {
 			break
@@ -183,20 +193,38 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 			break
 		}
 		sem <- struct{}{}
-		beats.Add(1)
 		st.unanswered.Add(1)
-		go func() {
-			defer func() { <-sem; beats.Done() }()
-			f := frameBufs.Get().(*[]byte)
-			*f = s.streamBeat(st, b, (*f)[:0])
-			st.out <- f
-		}()
+		select {
+		case work <- b:
+		default:
+			if nworkers == maxStreamInflight {
+				work <- b // one is about to take the next beat
+				continue
+			}
+			// Every worker is busy: one more joins the stream's pool
+			// and stays in it while the stream lives. Workers outlive
+			// their beat because a fresh goroutine per beat grew its
+			// stack on every beat (runtime.newstack was a twentieth of
+			// the leader's heartbeat CPU); a stream keeps as many as
+			// its beats ever had in flight at once, one or two for a
+			// sidecar.
+			nworkers++
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				serve(b)
+				for b := range work {
+					serve(b)
+				}
+			}()
+		}
 	}
+	close(work)
 	if bad == nil {
 		// The connection is gone: nothing more can be answered.
 		cancel()
 	}
-	beats.Wait()
+	workers.Wait()
 	if bad != nil {
 		s.metrics.streamBadFrames.Inc()
 		p := problemFor(fmt.Errorf("%w: %w", ErrBadRequest, bad), api.PathHeartbeatStream)
