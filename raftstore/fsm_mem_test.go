@@ -39,7 +39,7 @@ func memFill(tb testing.TB, f *fsm, index uint64, from, n int, now time.Time) ui
 		sid := fmt.Sprintf("s-%024d", i/100)
 		t := now.Add(time.Duration(i) * time.Millisecond)
 		if i%100 == 0 {
-			apply(&lease.Command{Op: lease.OpOpenSession, RequestID: "bench-s" + strconv.Itoa(i), Time: t,
+			apply(&lease.Command{Op: lease.OpOpenSession, RequestID: "bench-open-" + strconv.Itoa(i), Time: t,
 				SessionID: sid, WorkerID: fmt.Sprintf("mem-1764700000000000000-%d", i/100)})
 		}
 		apply(&lease.Command{Op: lease.OpAcquire, RequestID: "bench-" + strconv.FormatUint(uint64(i), 36), Time: t,
