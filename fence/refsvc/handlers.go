@@ -1,7 +1,6 @@
 package refsvc
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/fasthttpfence"
-	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -37,6 +35,16 @@ type Entry struct {
 	BodyLen int `json:"body_len"`
 	// At is when the write was appended.
 	At time.Time `json:"at"`
+}
+
+// LogPage is what GET /v1/log returns.
+type LogPage struct {
+	// Entries are the accepted writes in append order.
+	Entries []Entry `json:"entries"`
+	// Refused are the newest refused writes (at most MaxRefused), oldest first.
+	Refused []Refusal `json:"refused"`
+	// RefusedDropped counts older refusals no longer kept.
+	RefusedDropped uint64 `json:"refused_dropped"`
 }
 
 // TaskState is what GET /v1/tasks/{task} returns.
@@ -131,9 +139,7 @@ func pathScope(rc *fasthttp.RequestCtx, task string) (string, error) {
 func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 	fenced := mw.Wrap(s.appendWrite)
 	metricsHandler := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
-	if s.tracer != nil {
-		fenced = s.traced(fenced)
-	}
+	fenced = s.fencedRoute(fenced)
 	return func(rc *fasthttp.RequestCtx) {
 		path := string(rc.Path())
 		get := rc.IsGet() || rc.IsHead()
@@ -145,7 +151,8 @@ func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 		case path == "/metrics" && get:
 			metricsHandler(rc)
 		case path == "/v1/log" && get && s.cfg.ServeLog:
-			writeJSON(rc, fasthttp.StatusOK, map[string]any{"entries": nonNil(s.Log())})
+			refused, dropped := s.Refused()
+			writeJSON(rc, fasthttp.StatusOK, LogPage{Entries: nonNil(s.Log()), Refused: refused, RefusedDropped: dropped})
 		case strings.HasPrefix(path, tasksPrefix) && !strings.HasSuffix(path, writesSuffix) && get:
 			task := strings.TrimPrefix(path, tasksPrefix)
 			ts, ok := s.Task(task)
@@ -165,17 +172,6 @@ func (s *Server) routes(mw *fasthttpfence.Middleware) fasthttp.RequestHandler {
 
 // writeRoute is the route template of the fenced writes, the span name's.
 const writeRoute = tasksPrefix + "{task}" + writesSuffix
-
-// traced runs a write under a server span continuing the caller's trace;
-// the fence records its verdict on it through SetContext.
-func (s *Server) traced(next fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(rc *fasthttp.RequestCtx) {
-		ctx, span := fasthttptrace.StartServer(context.Background(), s.tracer, rc, writeRoute)
-		fasthttpfence.SetContext(rc, ctx)
-		next(rc)
-		fasthttptrace.EndServer(span, rc)
-	}
-}
 
 // appendWrite runs behind the fence: the epoch is current and no other
 // write for the task runs concurrently, so the log's per-task order is

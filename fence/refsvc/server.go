@@ -10,7 +10,7 @@
 //
 //	POST /v1/tasks/{task}/writes  fenced; body = any bytes; appends an Entry, 201 + the Entry as JSON
 //	GET  /v1/tasks/{task}         TaskState: max epochs and the task's entries
-//	GET  /v1/log                  every Entry in append order (Config.ServeLog)
+//	GET  /v1/log                  LogPage: every Entry in append order and the newest refusals (Config.ServeLog)
 //	GET  /healthz                 200 {"status":"ok"}
 //	GET  /metrics                 Prometheus
 //
@@ -29,7 +29,6 @@ import (
 
 	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/fasthttpfence"
-	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
@@ -115,6 +114,7 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	handler  fasthttp.RequestHandler
 	state    *state
+	refused  refusals
 	tracer   trace.Tracer // nil when tracing is off
 
 	mu     sync.Mutex // guards srv, ln, served
@@ -152,10 +152,8 @@ func New(cfg Config) (*Server, error) {
 		}
 		store = s.mem
 	}
-	var annotate func(context.Context, fence.Decision)
 	if cfg.TracerProvider != nil {
 		s.tracer = cfg.TracerProvider.Tracer(tracerName)
-		annotate = fenceotel.Annotate
 	}
 	mw, err := fasthttpfence.New(fasthttpfence.Config{
 		Config: fence.Config{
@@ -165,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 			IsWrite:       isWrite,
 			MaxBodyBytes:  cfg.MaxBodyBytes,
 			Observer:      s.metrics.observe,
-			Annotate:      annotate,
+			Annotate:      s.annotate,
 		},
 		Scope: pathScope,
 	})
