@@ -26,6 +26,9 @@ type Dev struct {
 	// TraceConsole prints every span to the console: the one flag
 	// (--trace-console) that says tracing.exporter=console.
 	TraceConsole bool `yaml:"trace_console" doc:"print every span as a JSON line on stdout (sets tracing.exporter=console)"`
+	// ConsoleTraceURL is the console's trace UI URL template: a timeline
+	// entry with a trace id links there (config.CheckTraceURL).
+	ConsoleTraceURL string `yaml:"console_trace_url" doc:"trace UI URL with {trace_id}, e.g. http://127.0.0.1:16686/trace/{trace_id}: the console links trace ids there"`
 	// Tracing configures OpenTelemetry traces (off by default) for every
 	// part; each part is its own service (fencepost-server, -sidecar, -fenced).
 	Tracing Tracing `yaml:"tracing"`
@@ -95,6 +98,11 @@ func (d *Dev) Validate() error {
 	var p problems
 	if d.DataDir == "" {
 		p.invalid("data_dir", "must not be empty")
+	}
+	if d.ConsoleTraceURL != "" {
+		if err := CheckTraceURL(d.ConsoleTraceURL); err != nil {
+			p.invalid("console_trace_url", "%v", err)
+		}
 	}
 	if d.Task != "" {
 		checkName(&p, "task", d.Task)

@@ -370,6 +370,9 @@ ports:
 
 # Print every span as a JSON line on stdout (tracing.exporter=console).
 trace_console: false
+# The console links a timeline entry's trace id to this trace UI URL, e.g.
+# http://127.0.0.1:16686/trace/{trace_id} (Jaeger); empty shows the id only.
+console_trace_url: ""
 
 tracing:
   # OpenTelemetry traces; each key mirrors a standard OTEL_* variable, which

@@ -168,6 +168,10 @@ func TestDevRulesAndDerivedConfigs(t *testing.T) {
 		`config: ports.raft: must differ from ports.http (both 7400)`,
 		`config: ports.proxy: must be from 0 to 65535 (got 70000)`,
 	}, lines(err))
+	_, err = Parse(RoleDev, []byte("console_trace_url: http://127.0.0.1:16686/trace\n"), "d.yaml")
+	require.Equal(t, []string{`config: console_trace_url: must contain {trace_id}`}, lines(err))
+	_, err = Parse(RoleDev, []byte("console_trace_url: http://127.0.0.1:16686/trace/{trace_id}\n"), "d.yaml")
+	require.NoError(t, err)
 
 	cfg, err := Parse(RoleDev, nil, "d.yaml")
 	require.NoError(t, err)

@@ -47,13 +47,16 @@ Examples:
 // consoleTokenEnv names the variable read for the login token.
 const consoleTokenEnv = "FENCEPOST_CONSOLE_TOKEN"
 
+// consoleTraceURLEnv sets --trace-url's default.
+const consoleTraceURLEnv = "FENCEPOST_CONSOLE_TRACE_URL"
+
 func init() {
 	register(&command{name: "console", summary: "serve the operator console (web UI) on loopback", usage: consoleUsage, run: runConsole})
 }
 
 // consoleFlags are the console's flags beyond ctl's --cluster/--ca/--cert/--key.
 type consoleFlags struct {
-	listen, tokenFile, tlsCert, tlsKey, hosts, metrics, fencedLog string
+	listen, tokenFile, tlsCert, tlsKey, hosts, metrics, fencedLog, traceURL string
 }
 
 func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -76,7 +79,8 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&f.hosts, "host", "", "extra host names browsers use to reach the console, comma-separated (the Host header is checked)")
 	fs.StringVar(&f.metrics, "metrics", "", "extra /metrics URLs for the Health page (sidecars, fenced), comma-separated")
-	fs.StringVar(&f.fencedLog, "fenced-log", "", "a fenced reference service's /v1/log URL: its accepted writes join each task's timeline")
+	fs.StringVar(&f.fencedLog, "fenced-log", "", "a fenced reference service's /v1/log URL: the writes it accepted and refused join each task's timeline")
+	fs.StringVar(&f.traceURL, "trace-url", os.Getenv(consoleTraceURLEnv), "trace UI URL with {trace_id} (e.g. http://127.0.0.1:16686/trace/{trace_id}): timeline trace ids link there (env "+consoleTraceURLEnv+")")
 	if code, ok := parseFlags(fs, consoleUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -112,6 +116,8 @@ func consoleErrorLine(err error) string {
 		return "--listen: an address beyond loopback needs --token-file (or $" + consoleTokenEnv + ")"
 	case errors.Is(err, console.ErrExposedWithoutTLS):
 		return "--listen: an address beyond loopback needs --tls-cert and --tls-key"
+	case errors.Is(err, console.ErrBadTraceURL):
+		return "--trace-url: " + strings.TrimPrefix(err.Error(), console.ErrBadTraceURL.Error()+": ")
 	case errors.Is(err, console.ErrBadListen):
 		return "--listen: " + strings.TrimPrefix(err.Error(), "console: ")
 	}
@@ -192,7 +198,7 @@ func consoleConfig(g *ctlGlobals, f consoleFlags, envToken string, log *zap.Logg
 	}
 	cfg := console.Config{Listen: f.listen, Cluster: cc.client, Identity: cc.identity, Token: envToken,
 		Hosts: splitEndpoints(f.hosts), MetricsURLs: append(cc.metrics, splitEndpoints(f.metrics)...),
-		Certs: cc.certs, MemberTLS: cc.clientTLS, FencedLogURL: f.fencedLog, Logger: log.Named("console")}
+		Certs: cc.certs, MemberTLS: cc.clientTLS, FencedLogURL: f.fencedLog, TraceURL: f.traceURL, Logger: log.Named("console")}
 	if cc.clientTLS != nil {
 		cfg.MetricsClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cc.clientTLS}}
 	}
@@ -244,9 +250,9 @@ func firstCert(path string) *x509.Certificate {
 // startDevConsole starts the console of `fencepost dev` on addr, as dev's
 // operator, reading the health counters of the cluster, the sidecar and
 // the fenced service, and the fenced service's log for the timelines.
-func startDevConsole(addr, clusterAddr string, op config.CertFiles, metrics []string, fencedLog string, log *zap.Logger) (*console.Server, error) {
+func startDevConsole(addr, clusterAddr string, op config.CertFiles, metrics []string, fencedLog, traceURL string, log *zap.Logger) (*console.Server, error) {
 	g := &ctlGlobals{cluster: clusterAddr, ca: op.CAFile, cert: op.CertFile, key: op.KeyFile}
-	cfg, msg := consoleConfig(g, consoleFlags{listen: addr, metrics: strings.Join(metrics, ","), fencedLog: fencedLog}, "", log)
+	cfg, msg := consoleConfig(g, consoleFlags{listen: addr, metrics: strings.Join(metrics, ","), fencedLog: fencedLog, traceURL: traceURL}, "", log)
 	if msg != "" {
 		return nil, fmt.Errorf("%w: console: %s", config.ErrRuntime, msg)
 	}

@@ -133,7 +133,7 @@ func serveDev(ctx context.Context, cfg *config.Dev, log *zap.Logger, stdout io.W
 	}
 	defer func() { err = errors.Join(err, stopSidecar(sc, sccfg)) }()
 	con, err := startDevConsole(net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Ports.Console)), clusterAddr, sec.operator,
-		[]string{"http://" + sc.ControlAddr() + "/metrics", "http://" + fenced.Addr() + "/metrics"}, "http://"+fenced.Addr()+"/v1/log", log)
+		[]string{"http://" + sc.ControlAddr() + "/metrics", "http://" + fenced.Addr() + "/metrics"}, "http://"+fenced.Addr()+"/v1/log", cfg.ConsoleTraceURL, log)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence/pki"
 	"go.uber.org/zap"
 )
@@ -41,6 +42,8 @@ var (
 	ErrExposedWithoutToken = errors.New("console: a listen address beyond loopback needs a login token")
 	// ErrExposedWithoutTLS: a listen address beyond loopback without TLS.
 	ErrExposedWithoutTLS = errors.New("console: a listen address beyond loopback needs TLS (certificate and key)")
+	// ErrBadTraceURL: TraceURL breaks config.CheckTraceURL.
+	ErrBadTraceURL = errors.New("console: bad trace URL template")
 	// ErrBadListen: the listen address is not host:port.
 	ErrBadListen = errors.New("console: listen address must be host:port")
 )
@@ -75,6 +78,9 @@ type Config struct {
 	// (fence/refsvc, serve_log): the Task page adds the writes it accepted
 	// for the task to the timeline.
 	FencedLogURL string
+	// TraceURL, when set, is a trace UI URL template naming
+	// config.TraceIDPlaceholder: a timeline entry's trace id links there.
+	TraceURL string
 	// MetricsClient reads MetricsURLs and FencedLogURL (default: http.DefaultClient).
 	MetricsClient *http.Client
 	// Certs are certificates whose expiry the Cluster page lists, by name
@@ -94,6 +100,11 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.Cluster == nil {
 		return ErrNoCluster
+	}
+	if c.TraceURL != "" {
+		if err := config.CheckTraceURL(c.TraceURL); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadTraceURL, err)
+		}
 	}
 	listen := c.Listen
 	if listen == "" {

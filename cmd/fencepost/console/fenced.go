@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/fencepost/fencepost/config"
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
@@ -19,7 +21,7 @@ const (
 )
 
 // fencedWrites returns the newest writes the fenced service at
-// Config.FencedLogURL accepted for task, as timeline events; nothing when
+// Config.FencedLogURL accepted and refused for task, as timeline events; nothing when
 // no log is configured or it cannot be read (the page says so).
 func (s *Server) fencedWrites(ctx context.Context, task string) ([]timelineEvent, error) {
 	if s.cfg.FencedLogURL == "" {
@@ -39,10 +41,7 @@ func (s *Server) fencedWrites(ctx context.Context, task string) ([]timelineEvent
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("fenced log: %s", resp.Status)
 	}
-	// The shape of refsvc's GET /v1/log, built from its own entry type.
-	var log struct {
-		Entries []refsvc.Entry `json:"entries"`
-	}
+	var log refsvc.LogPage
 	if err := json.NewDecoder(io.LimitReader(resp.Body, fencedLogBytes)).Decode(&log); err != nil {
 		return nil, fmt.Errorf("fenced log: %w", err)
 	}
@@ -57,5 +56,39 @@ func (s *Server) fencedWrites(ctx context.Context, task string) ([]timelineEvent
 			Kind: "fenced write", Epoch: e.Epoch, Class: "good",
 			Detail: fmt.Sprintf("accepted downstream from %s, %d bytes, key %s", e.Holder, e.BodyLen, e.IdempotencyKey)})
 	}
+	for i, n := len(log.Refused)-1, 0; i >= 0 && n < fencedLogEntries; i-- {
+		r := log.Refused[i]
+		if r.Task != task {
+			continue
+		}
+		n++
+		out = append(out, s.withTrace(timelineEvent{at: r.At, Time: r.At.UTC().Format(time.RFC3339Nano), When: r.At.UTC().Format("15:04:05.000"),
+			Kind: "refused downstream", Epoch: r.Epoch, Class: "bad", Detail: refusalDetail(r)}, r.TraceID))
+	}
 	return out, nil
+}
+
+// refusalDetail says why the fenced service refused a write, for people.
+func refusalDetail(r refsvc.Refusal) string {
+	reason := r.Type[strings.LastIndexByte(r.Type, '/')+1:]
+	d := fmt.Sprintf("%s (%d)", reason, r.Status)
+	if r.MaxSeenEpoch != 0 {
+		d += fmt.Sprintf(": the service has seen epoch %d", r.MaxSeenEpoch)
+	}
+	if r.Holder != "" {
+		d += " from " + r.Holder
+	}
+	if r.IdempotencyKey != "" {
+		d += ", key " + r.IdempotencyKey
+	}
+	return d
+}
+
+// withTrace sets the event's trace id and, with Config.TraceURL, its link.
+func (s *Server) withTrace(e timelineEvent, traceID string) timelineEvent {
+	e.TraceID = traceID
+	if traceID != "" && s.cfg.TraceURL != "" {
+		e.TraceLink = config.TraceURL(s.cfg.TraceURL, traceID)
+	}
+	return e
 }

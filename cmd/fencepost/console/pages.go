@@ -95,6 +95,9 @@ type timelineEvent struct {
 	Epoch  uint64
 	Detail string
 	Class  string
+	// TraceID is the W3C trace id of the call the event is about, if
+	// known; TraceLink is it in the configured trace UI.
+	TraceID, TraceLink string
 }
 
 func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
