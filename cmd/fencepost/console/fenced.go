@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/fencepost/fencepost/config"
+	"github.com/fencepost/fencepost/fence"
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
@@ -70,8 +70,7 @@ func (s *Server) fencedWrites(ctx context.Context, task string) ([]timelineEvent
 
 // refusalDetail says why the fenced service refused a write, for people.
 func refusalDetail(r refsvc.Refusal) string {
-	reason := r.Type[strings.LastIndexByte(r.Type, '/')+1:]
-	d := fmt.Sprintf("%s (%d)", reason, r.Status)
+	d := fmt.Sprintf("%s (%d)", (&fence.Problem{Type: r.Type}).Reason(), r.Status)
 	if r.MaxSeenEpoch != 0 {
 		d += fmt.Sprintf(": the service has seen epoch %d", r.MaxSeenEpoch)
 	}
