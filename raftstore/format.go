@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
@@ -121,38 +120,11 @@ func (s *Store) onHalt(*HaltError) {
 			// checks Halted itself once it has.
 			return
 		}
-		s.drainBeforeHaltShutdown(r)
+		s.drainProposals()
 		if err := r.Shutdown().Error(); err != nil {
 			s.log.Warn("raft shutdown after halt", zap.Error(err))
 		}
 	}()
-}
-
-// haltDrainTimeout bounds the barrier drainBeforeHaltShutdown waits for.
-const haltDrainTimeout = 5 * time.Second
-
-// drainBeforeHaltShutdown lets every proposal already made reach its
-// answer before raft shuts down. hashicorp/raft (v1.7) drops, unanswered,
-// the futures of entries that were committed but still queued for the FSM
-// when it shuts down, so a proposer racing the halt (the leader loop
-// taking office on a restarted member whose log holds the bad entry)
-// would wait forever, and Close with it. Taking proposeGate stops new
-// proposals (they see the halt); on a leader, a barrier answered means
-// the FSM has taken, and raft answered, every entry before it. The FSM
-// answers each at once: it applies nothing past the halt.
-func (s *Store) drainBeforeHaltShutdown(r *raft.Raft) {
-	s.proposeGate.Lock()
-	//lint:ignore SA2001 taking the lock is the point: once held, no proposal is between its halt check and raft
-	s.proposeGate.Unlock()
-	if r.State() != raft.Leader {
-		// A follower has no proposals of its own in flight. Left
-		// uncovered: a leader deposed just before the halt whose
-		// committed entries are still queued for the FSM.
-		return
-	}
-	if err := r.Barrier(haltDrainTimeout).Error(); err != nil {
-		s.log.Warn("barrier before the halt's raft shutdown", zap.Error(err))
-	}
 }
 
 func (s *Store) haltedGauge() float64 {

@@ -218,6 +218,8 @@ func (s *Store) Close() error {
 		s.wg.Wait()
 		if s.fsm.halt.halted() != nil {
 			<-s.haltDone
+		} else {
+			s.drainProposals()
 		}
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.closeErr = fmt.Errorf("raftstore: raft shutdown: %w", err)
@@ -249,11 +251,6 @@ func (s *Store) NodeID() string { return s.cfg.NodeID }
 
 // applyEntry proposes one log entry and waits for it to be applied here.
 func (s *Store) applyEntry(ctx context.Context, t entryType, body any) (any, error) {
-	select {
-	case <-s.closing:
-		return nil, ErrShutdown
-	default:
-	}
 	if s.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}
@@ -270,13 +267,15 @@ func (s *Store) applyEntry(ctx context.Context, t entryType, body any) (any, err
 	}
 	start := time.Now()
 	s.proposeGate.RLock()
-	if h := s.fsm.halt.halted(); h != nil {
+	if err := s.proposable(); err != nil {
 		s.proposeGate.RUnlock()
-		return nil, h
+		return nil, err
 	}
+	s.awaiting.Add(1)
 	f := s.raft.ApplyLog(raft.Log{Data: data, Extensions: s.stamp}, timeout)
 	s.proposeGate.RUnlock()
 	err = f.Error()
+	s.awaiting.Add(-1)
 	took := time.Since(start)
 	if s.m != nil {
 		s.m.proposalLatency.Observe(took.Seconds())

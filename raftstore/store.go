@@ -56,11 +56,14 @@ type Store struct {
 	// peers is the leader's view of its peers' reachability (peers.go).
 	peers peerWatch
 
-	// proposeGate is held for reading from a proposal's halted check
-	// until raft has taken the entry, and taken for writing by the halt
-	// (onHalt): once it has it, every later proposal sees the halt and
-	// none is left half way to raft.
+	// proposeGate is held for reading from a proposal's proposable check
+	// until raft has taken the entry (and awaiting counts it), and taken
+	// for writing by drainProposals: once it has it, every later proposal
+	// sees the close or the halt and none is left half way to raft.
 	proposeGate sync.RWMutex
+	// awaiting counts the proposals raft has taken whose future has not
+	// answered yet (drain.go).
+	awaiting atomic.Int64
 	// haltDone is closed when the raft shutdown that follows a halt
 	// (format.go) is over; Close waits for it.
 	haltDone chan struct{}
