@@ -164,7 +164,7 @@ func addEffect(e *api.HistoryEvent, ef *lease.Effect) {
 // eventBytes estimates what an event holds in memory.
 func eventBytes(e *api.HistoryEvent) int {
 	return 160 + len(e.Kind) + len(e.TaskID) + len(e.WorkerID) + len(e.SessionID) + len(e.Reason) + len(e.By) +
-		len(e.Step) + len(e.Key) + len(e.Method) + len(e.URL) + len(e.Error)
+		len(e.Step) + len(e.Key) + len(e.Method) + len(e.URL) + len(e.Error) + len(e.TraceID)
 }
 
 // observe records the events of one applied command and wakes watchers.
@@ -173,6 +173,12 @@ func (h *history) observe(index uint64, c *lease.Command, res lease.Result) {
 	if len(evs) == 0 {
 		return
 	}
+	h.add(evs, c.Op == lease.OpDeleteTask && res.Err == nil)
+}
+
+// add records events (numbering them) and wakes watchers; forget drops
+// the task's history afterwards (its deletion).
+func (h *history) add(evs []api.HistoryEvent, forget bool) {
 	h.mu.Lock()
 	for i := range evs {
 		h.seq++
@@ -182,8 +188,8 @@ func (h *history) observe(index uint64, c *lease.Command, res lease.Result) {
 			h.appendTask(evs[i])
 		}
 	}
-	if c.Op == lease.OpDeleteTask && res.Err == nil {
-		h.forget(c.TaskID)
+	if forget {
+		h.forget(evs[0].TaskID)
 	}
 	close(h.wake)
 	h.wake = make(chan struct{})

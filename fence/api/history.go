@@ -26,6 +26,10 @@ const (
 	EventInDoubt = "in_doubt"
 	// EventSessionRelease is a lease given back because its session closed.
 	EventSessionRelease = "session_release"
+	// EventBlocked is a sidecar's report of writes it blocked itself for
+	// want of a current lease (PathTaskBlocked): such a write never
+	// reached the cluster or a fenced service.
+	EventBlocked = "blocked"
 )
 
 // HistoryEvent is one change the cluster applied (or refused) for a task
@@ -64,6 +68,13 @@ type HistoryEvent struct {
 	// Error is the problem code when the cluster refused the command
 	// (stale_epoch for an old owner's write, say): a refusal is history too.
 	Error string `json:"error,omitempty"`
+	// Blocked fields (EventBlocked): Reason is the sidecar's block reason
+	// (expired, suspect, revoked, waiting, no_lease), Method and URL the
+	// first blocked call (host and path, never the query), Count how many
+	// it blocked for the task since its previous report, and TraceID the
+	// W3C trace id of the first one's span when it was traced.
+	Count   uint64 `json:"count,omitempty"`
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // TaskHistory is the reply to GET PathTaskHistory. Dropped counts the
