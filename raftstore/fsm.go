@@ -64,6 +64,7 @@ var entryHandlers = map[entryType]entryHandler{
 	entryKey:     applyKey,
 	entryRemoved: applyRemoved,
 	entryBatch:   applyBatch,
+	entryBlocked: applyBlocked,
 }
 
 // encodeEntry builds a log entry: the type byte followed by JSON.

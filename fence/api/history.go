@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fencepost/fencepost/fence/lease"
@@ -14,6 +15,11 @@ const (
 	// ?since= (QueryWatchSince, QueryWatchTimeout), oldest first.
 	PathEvents = "/v1/events"
 	// GET PathSessions (beside POST, which opens one) lists open sessions.
+
+	// PathTaskBlocked is POST (sidecar role): a sidecar's report of the
+	// writes for the task it blocked itself (BlockedReport), recorded on
+	// the task's history as an EventBlocked; answered 204.
+	PathTaskBlocked = "/v1/tasks/{id}/blocked"
 )
 
 // Kinds of HistoryEvent beyond the command ops' names (lease.Op.String:
@@ -119,4 +125,93 @@ type SessionInfo struct {
 type SessionList struct {
 	Sessions []SessionInfo `json:"sessions"`
 	Next     string        `json:"next,omitempty"`
+}
+
+// Bounds of a BlockedReport's fields.
+const (
+	MaxBlockedReason = 32
+	MaxBlockedMethod = 16
+	MaxBlockedURL    = 512
+)
+
+// BlockedReport is the body of POST PathTaskBlocked: the writes for one
+// task a sidecar blocked since its previous report. The cluster records
+// it only from the identity that opened SessionID, and only when that
+// session held the task's lease at Epoch: a sidecar can speak of its own
+// leases, never of another's.
+type BlockedReport struct {
+	SessionID string `json:"sessionId"`
+	// Epoch is the lease the blocked writes were made under: the last
+	// one the sidecar held for the task.
+	Epoch uint64 `json:"epoch"`
+	// Reason is why they were blocked (the sidecar's reason: expired,
+	// suspect, revoked, waiting, lost, released).
+	Reason string `json:"reason"`
+	// Method and URL (scheme-less host and path, never the query) name
+	// the first blocked call; TraceID is its W3C trace id when traced.
+	Method  string `json:"method,omitempty"`
+	URL     string `json:"url,omitempty"`
+	TraceID string `json:"traceId,omitempty"`
+	// Count is how many writes were blocked (at least 1).
+	Count uint64 `json:"count"`
+}
+
+// Check reports the first field of r that breaks its rule.
+func (r *BlockedReport) Check() error {
+	switch {
+	case r.SessionID == "":
+		return fmt.Errorf("sessionId is required")
+	case r.Epoch == 0:
+		return fmt.Errorf("epoch must be the held lease's epoch (at least 1)")
+	case r.Count == 0:
+		return fmt.Errorf("count must be at least 1")
+	case !isToken(r.Reason, MaxBlockedReason, false):
+		return fmt.Errorf("reason must be 1 to %d of a-z and _", MaxBlockedReason)
+	case r.Method != "" && !isToken(r.Method, MaxBlockedMethod, true):
+		return fmt.Errorf("method must be an HTTP method of at most %d letters", MaxBlockedMethod)
+	case len(r.URL) > MaxBlockedURL || !printableASCII(r.URL):
+		return fmt.Errorf("url must be at most %d printable ASCII bytes", MaxBlockedURL)
+	case r.TraceID != "" && !isTraceID(r.TraceID):
+		return fmt.Errorf("traceId must be 32 lowercase hex digits, not all zero")
+	}
+	return nil
+}
+
+// isToken: 1 to n bytes of a-z and _ (upper: of A-Z).
+func isToken(s string, n int, upper bool) bool {
+	if len(s) == 0 || len(s) > n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if upper && (c < 'A' || c > 'Z') || !upper && (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// isTraceID is W3C trace-context's rule for a trace id.
+func isTraceID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	zero := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+		zero = zero && c == '0'
+	}
+	return !zero
 }

@@ -165,7 +165,7 @@ func TestAuthzStrangers(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, r.status, "%s: %s", path, r.body)
 		require.Equal(t, httpapi.CodeUnauthenticated, r.problem(t).Code)
 	}
-	for _, path := range []string{taskURL(api.PathRevoke, "x"), api.PathSessions, api.PathClusterJoin} {
+	for _, path := range []string{taskURL(api.PathRevoke, "x"), api.PathSessions, api.PathClusterJoin, taskURL(api.PathTaskBlocked, "x")} {
 		r := anon.do("POST", path, struct{}{})
 		require.Equal(t, http.StatusUnauthorized, r.status, "%s: %s", path, r.body)
 	}
@@ -226,6 +226,8 @@ func TestAuthzSessionsBelongToTheirOpener(t *testing.T) {
 		b.forbidden(b.do("POST", taskURL(api.PathIntent, task), api.IntentRequest{SessionID: sess.SessionID, Epoch: ep, Key: "k", Method: "POST", URL: "http://x/", DeadlineMs: 1000}), notOwner, "another identity")
 		b.forbidden(b.do("POST", api.PathSessions, api.OpenSessionRequest{SessionID: sess.SessionID, WorkerID: sidecarB.Name}), notOwner, "another identity")
 		b.forbidden(b.do("DELETE", sessURL(api.PathSession, sess.SessionID), nil), notOwner, "another identity")
+		blocked := api.BlockedReport{SessionID: sess.SessionID, Epoch: ep, Reason: "expired", Count: 1}
+		b.forbidden(b.do("POST", taskURL(api.PathTaskBlocked, task), blocked), notOwner, "another identity")
 		// Operator routes and reads are not a sidecar's.
 		b.forbidden(b.do("POST", taskURL(api.PathRevoke, task), api.RevokeRequest{}), httpapi.CodeForbidden, `"operate"`)
 		b.forbidden(b.do("POST", taskURL(api.PathCancel, task), api.CancelRequest{}), httpapi.CodeForbidden, `"operate"`)
@@ -243,6 +245,20 @@ func TestAuthzSessionsBelongToTheirOpener(t *testing.T) {
 		var tk lease.Task
 		a.do("POST", taskURL(api.PathCheckpoint, task), api.CheckpointRequest{SessionID: sess.SessionID, Epoch: ep}).decode(t, &tk)
 		require.Equal(t, uint64(1), tk.Checkpoint.Seq, "B's seq 99 was not applied")
+		require.Equal(t, http.StatusNoContent, a.do("POST", taskURL(api.PathTaskBlocked, task), blocked).status, "A reports its own blocks")
+		httpapitest.WaitFor(t, "A's report, and only it, on the history", func() bool {
+			h, err := c.nodes[via].Store.TaskHistory(t.Context(), task)
+			require.NoError(t, err)
+			n := 0
+			for _, e := range h.Events {
+				if e.Kind == api.EventBlocked {
+					require.Equal(t, sidecarA.String(), e.By)
+					n++
+				}
+			}
+			require.LessOrEqual(t, n, 1)
+			return n == 1
+		})
 		a.do("POST", taskURL(api.PathRelease, task), api.ReleaseRequest{SessionID: sess.SessionID, Epoch: ep, Outcome: lease.OutcomeCompleted}).decode(t, &tk)
 		require.Equal(t, http.StatusNoContent, a.do("DELETE", sessURL(api.PathSession, sess.SessionID), nil).status)
 	}
@@ -282,6 +298,8 @@ func TestAuthzRoles(t *testing.T) {
 		who.forbidden(who.do("POST", api.PathClusterRemove, api.RemoveRequest{ID: "n1"}), httpapi.CodeForbidden, `"membership"`)
 	}
 	rd.forbidden(rd.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}), httpapi.CodeForbidden, `"session"`)
+	rd.forbidden(rd.do("POST", taskURL(api.PathTaskBlocked, "job"), api.BlockedReport{SessionID: "s", Epoch: 1, Reason: "expired", Count: 1}),
+		httpapi.CodeForbidden, `"session"`)
 	rd.forbidden(rd.do("POST", api.PathTasks, api.CreateTaskRequest{TaskID: "x"}), httpapi.CodeForbidden, `"task.create"`)
 	op.forbidden(op.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: "w"}), httpapi.CodeForbidden, `"session"`)
 
@@ -295,6 +313,9 @@ func TestAuthzRoles(t *testing.T) {
 	require.Equal(t, 4, denied, "every denial is audited")
 	var sess api.Session
 	sc.do("POST", api.PathSessions, api.OpenSessionRequest{WorkerID: sidecarA.Name}).decode(t, &sess)
+	bad := sc.do("POST", taskURL(api.PathTaskBlocked, "job"), api.BlockedReport{SessionID: sess.SessionID, Epoch: 1, Reason: "expired"})
+	require.Equal(t, http.StatusBadRequest, bad.status, "%s", bad.body)
+	require.Contains(t, bad.problem(t).Detail, "count must be at least 1")
 	other := c.as(t, 0, sidecarB)
 	other.forbidden(other.do("DELETE", sessURL(api.PathSession, sess.SessionID), nil), lease.ErrorCode(lease.ErrNotOwner), "another identity")
 	require.Equal(t, 1, c.audit.FilterField(zap.String("missing", "session.owner")).FilterField(zap.String("who", sidecarB.String())).Len(),

@@ -21,8 +21,35 @@ type HistoryReader interface {
 	WatchEvents(ctx context.Context, since uint64, d time.Duration) (api.EventFeed, error)
 }
 
-// The real store serves the history.
-var _ HistoryReader = (*raftstore.Store)(nil)
+// BlockReporter is the optional Store method behind POST PathTaskBlocked
+// (sidecar role): a sidecar's report of writes it blocked itself. The
+// store checks the caller opened the report's session and that the
+// session held the lease at its epoch; a store without it answers 404,
+// which a sidecar takes as "this cluster keeps no such reports".
+type BlockReporter interface {
+	ReportBlocked(ctx context.Context, taskID string, r api.BlockedReport) error
+}
+
+// The real store serves the history and takes block reports.
+var (
+	_ HistoryReader = (*raftstore.Store)(nil)
+	_ BlockReporter = (*raftstore.Store)(nil)
+)
+
+func (s *Server) reportBlocked(c *call) (int, any, error) {
+	var req api.BlockedReport
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID); err != nil {
+		return 0, nil, err
+	}
+	r, ok := s.store.(BlockReporter)
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: this store keeps no block reports", ErrNoRoute)
+	}
+	return http.StatusNoContent, nil, r.ReportBlocked(c.ctx, c.p.id, req)
+}
 
 func (s *Server) historyReader() (HistoryReader, error) {
 	h, ok := s.store.(HistoryReader)

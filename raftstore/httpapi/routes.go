@@ -77,6 +77,7 @@ func buildRoutes() []*route {
 		{api.PathIntent, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).intent}},
 		{api.PathOutcome, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).outcome}},
 		{api.PathTaskHistory, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).taskHistory}},
+		{api.PathTaskBlocked, fasthttp.MethodPost, endpoint{perm: PermSession, json: (*Server).reportBlocked}},
 		{api.PathSessions, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).listSessions,
 			query: []string{api.QueryStale, "after", "limit"}}},
 		{api.PathEvents, fasthttp.MethodGet, endpoint{perm: PermRead, json: (*Server).events,
