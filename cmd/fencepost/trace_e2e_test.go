@@ -32,14 +32,15 @@ import (
 
 // devBanner is what the trace test reads from fencepost dev's banner.
 type devBanner struct {
-	proxy, httpURL, httpsURL, bundle string
-	revoke                           []string
+	proxy, httpURL, httpsURL, bundle, console string
+	revoke                                    []string
 }
 
 var (
-	bannerProxy  = regexp.MustCompile(`sidecar proxy +http://(\S+)`)
-	bannerFenced = regexp.MustCompile(`fenced service +(https?://\S+)`)
-	bannerRevoke = regexp.MustCompile(`(?m)^ +\S+ (ctl .* tasks revoke \S+)$`)
+	bannerProxy   = regexp.MustCompile(`sidecar proxy +http://(\S+)`)
+	bannerFenced  = regexp.MustCompile(`fenced service +(https?://\S+)`)
+	bannerRevoke  = regexp.MustCompile(`(?m)^ +\S+ (ctl .* tasks revoke \S+)$`)
+	bannerConsole = regexp.MustCompile(`console +(https?://\S+)`)
 )
 
 // startTracedDev runs fencepost dev in-process on free ports, exporting
@@ -67,6 +68,9 @@ func startTracedDev(t *testing.T, recv *otlprecv.Receiver, log *zap.Logger) (dev
 				}
 			}
 			b.revoke = strings.Fields(m[1])
+			if c := bannerConsole.FindStringSubmatch(text); c != nil {
+				b.console = c[1]
+			}
 			b.bundle = filepath.Join(cfg.DataDir, "ca-bundle.pem")
 			break
 		}
@@ -204,6 +208,26 @@ func TestOneTraceFromWorkerThroughSidecarToFenced(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "writes still pass after the revoke (status %d)", status)
 		time.Sleep(50 * time.Millisecond)
 	}
+
+	// The sidecar reports the blocks to the cluster: the console's
+	// timeline of the task shows them with the worker's trace id.
+	require.NotEmpty(t, b.console, "no console URL in dev's banner")
+	page := strings.TrimSuffix(b.console, "/") + "/tasks/dev-task?fragment=1"
+	var body string
+	deadline = time.Now().Add(20 * time.Second)
+	for !strings.Contains(body, "trace "+blocked.TraceID().String()) {
+		require.True(t, time.Now().Before(deadline), "the console's timeline never showed the blocked write:\n%s", body)
+		time.Sleep(50 * time.Millisecond)
+		resp, err := http.Get(page)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+		body = string(raw)
+	}
+	require.Contains(t, body, "<strong>blocked by the sidecar</strong>")
+	require.Regexp(t, `calls?(, the first)? POST \S+:\d+/v1/tasks/dev-task/writes — revoked \[`, body)
 
 	stop() // flushes the sidecar's, the cluster's and fenced's spans
 	require.NoError(t, w.setup.Shutdown(context.Background()))

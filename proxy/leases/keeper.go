@@ -44,6 +44,10 @@ type Keeper struct {
 	failing atomic.Bool
 
 	wake wakeups
+	// reports are the blocked writes waiting to be reported (blocked.go);
+	// reportsOff: the cluster takes none.
+	reports    blockReports
+	reportsOff atomic.Bool
 }
 
 // wakeups are the keeper's loops' doorbells. A change of the lease set
@@ -94,6 +98,7 @@ func newKeeper(s Settings, c Cluster, events *broker, stream *eventstream.Hub) (
 		wake: wakeups{
 			hb: make(chan struct{}, 1), watch: make(chan struct{}, 1), dog: make(chan struct{}, 1),
 		},
+		reports: blockReports{wake: make(chan struct{}, 1)},
 	}, nil
 }
 
@@ -104,6 +109,9 @@ func (k *Keeper) Run(ctx context.Context, goLoop func(func())) {
 	goLoop(func() { k.runWatchdog(ctx) })
 	if w, ok := k.cluster.(sessionWatcher); ok {
 		goLoop(func() { k.runWatch(ctx, w) })
+	}
+	if r, ok := k.cluster.(blockReporter); ok {
+		goLoop(func() { k.runBlockReports(ctx, r) })
 	}
 }
 

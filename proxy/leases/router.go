@@ -202,6 +202,13 @@ func (r *Router) ClusterName(taskID string) string {
 	return ""
 }
 
+// ReportBlocked hands a blocked call to its task's cluster's keeper.
+func (r *Router) ReportBlocked(b Blocked) {
+	if b.TaskID != "" {
+		r.keeperOf(b.TaskID).ReportBlocked(b)
+	}
+}
+
 // NextWrite returns the checkpoint seq and ordinal of the lease's next
 // write (Keeper.NextWrite).
 func (r *Router) NextWrite(taskID string, epoch uint64) (seq, ordinal uint64, ok bool) {

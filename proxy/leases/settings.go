@@ -48,6 +48,7 @@ type metrics struct {
 	heartbeatFails   prometheus.Counter
 	tunnelsCut       prometheus.Counter
 	leaseEvents      *prometheus.CounterVec // kind
+	blockReports     *prometheus.CounterVec // result
 }
 
 // newMetrics registers the keeper's series, the two gauges reading t.
@@ -70,12 +71,19 @@ func newMetrics(reg prometheus.Registerer, clk clock.Clock, t *leaseTable) (*met
 			Name: "fencepost_sidecar_lease_events_total",
 			Help: "Lease events by kind (acquired, released, lost, revived, revoked).",
 		}, []string{"kind"}),
+		blockReports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencepost_sidecar_block_reports_total",
+			Help: "Reports of blocked writes to the cluster's task history, by result (sent, failed, dropped: too many tasks waiting).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"sent", "failed", "dropped"} {
+		m.blockReports.WithLabelValues(r)
 	}
 	for _, k := range []EventKind{EventAcquired, EventReleased, EventLost, EventRevived, EventRevoked} {
 		m.leaseEvents.WithLabelValues(string(k))
 	}
 	cs := []prometheus.Collector{
-		m.heartbeatLatency, m.heartbeatFails, m.tunnelsCut, m.leaseEvents,
+		m.heartbeatLatency, m.heartbeatFails, m.tunnelsCut, m.leaseEvents, m.blockReports,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fencepost_sidecar_lease_remaining_seconds",
 			Help: "Smallest remaining local validity among current leases (0 when none is current).",

@@ -12,6 +12,7 @@
 package proxytrace
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"sync"
@@ -243,6 +244,45 @@ func (r Request) End(status int) {
 	r.s.span.SetAttributes(r.s.attrs[:r.s.n]...)
 	r.s.span.End()
 }
+
+// TraceID is the W3C trace id the request runs under: its span's, or,
+// with tracing off, the one in the worker's traceparent (h); "" when
+// there is neither. A blocked write's report names it, so the console
+// links the block to the worker's trace either way.
+func (r Request) TraceID(h *fasthttp.RequestHeader) string {
+	if r.s != nil {
+		return r.s.span.SpanContext().TraceID().String()
+	}
+	// The sidecar's server keeps header names as sent, so the lookup
+	// folds case itself (Go's client sends "Traceparent").
+	var tp []byte
+	for k, v := range h.All() {
+		if len(k) == len("traceparent") && bytes.EqualFold(k, []byte("traceparent")) {
+			tp = v
+			break
+		}
+	}
+	if len(tp) == 0 {
+		return ""
+	}
+	ctx := fenceotel.Propagator.Extract(context.Background(), traceparent(tp))
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// traceparent carries one traceparent header to the propagator.
+type traceparent []byte
+
+func (t traceparent) Get(key string) string {
+	if key == "traceparent" {
+		return string(t)
+	}
+	return ""
+}
+func (t traceparent) Set(string, string) {}
+func (t traceparent) Keys() []string     { return []string{"traceparent"} }
 
 // LogFields returns fields with the request's trace and span ids added,
 // for a log line written while serving it.

@@ -103,6 +103,10 @@ func (p *Pipeline) refuse(ctx *fasthttp.RequestCtx, e *reply.Reply, span proxytr
 			ce.Write(span.LogFields(zap.String("reason", string(e.Why)), zap.String("task", e.Task), zap.Uint64("epoch", e.Epoch),
 				zap.ByteString("method", ctx.Method()), zap.ByteString("host", ctx.URI().Host()), zap.ByteString("path", ctx.Path()))...)
 		}
+		if e.Task != "" && e.Epoch != 0 {
+			p.keeper.ReportBlocked(leases.Blocked{TaskID: e.Task, Epoch: e.Epoch, Reason: leases.Reason(e.Why),
+				Method: string(ctx.Method()), URL: string(ctx.URI().Host()) + string(ctx.Path()), TraceID: span.TraceID(&ctx.Request.Header)})
+		}
 	} else {
 		p.metrics.requests.WithLabelValues(DecisionRejected).Inc()
 	}

@@ -192,6 +192,8 @@ func (fl *fuzzLeases) TaskIDs() []string {
 	return []string{"task"}
 }
 
+func (fl *fuzzLeases) ReportBlocked(leases.Blocked) {}
+
 func (fl *fuzzLeases) NextWrite(taskID string, epoch uint64) (uint64, uint64, bool) {
 	if _, why := fl.Check(taskID); why != "" || epoch != fl.epoch {
 		return 0, 0, false

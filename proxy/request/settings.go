@@ -119,6 +119,9 @@ type Leases interface {
 	LostByCluster(taskID string, epoch uint64, err error) bool
 	// MarkProgress records a progress mark for the task's current lease.
 	MarkProgress(taskID string) (leases.Ref, leases.Reason)
+	// ReportBlocked hands a blocked call to the report for the task's
+	// history; it never blocks.
+	ReportBlocked(b leases.Blocked)
 }
 
 // ErrInvalidConfig marks a setting the request path cannot use (a CA file

@@ -4,10 +4,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencepost/fencepost/fence"
+	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/refsvc"
 )
 
@@ -64,4 +66,20 @@ func TestTraceURLTemplateIsValidated(t *testing.T) {
 	}
 	c := Config{Cluster: newFakeCluster(), TraceURL: "https://ui.example/trace/{trace_id}?x=1"}
 	require.NoError(t, c.Validate())
+}
+
+// TestTaskTimelineShowsWritesTheSidecarBlocked: a sidecar's report of the
+// writes it blocked is on the timeline, counted, naming the first call
+// and linking its trace.
+func TestTaskTimelineShowsWritesTheSidecarBlocked(t *testing.T) {
+	f := newFakeCluster()
+	epoch := f.acquire(t, "w1", "t1")
+	f.event(api.HistoryEvent{Time: time.Now(), Kind: api.EventBlocked, TaskID: "t1", Epoch: epoch, Reason: "revoked",
+		By: "sidecar/w1", Method: "POST", URL: "tools:8080/v1/charge", Count: 4, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"})
+	s := startConsole(t, f, func(c *Config) { c.TraceURL = "http://127.0.0.1:16686/trace/{trace_id}" })
+	status, body := get(t, browser(t), s, "/tasks/t1?fragment=1")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `<li class="ev bad">`)
+	require.Contains(t, body, `<strong>blocked by the sidecar</strong> <span class="epoch">epoch `)
+	require.Contains(t, body, `4 calls, the first POST tools:8080/v1/charge — revoked [sidecar/w1] <a class="trace" href="http://127.0.0.1:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"`)
 }

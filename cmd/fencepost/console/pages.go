@@ -132,7 +132,7 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	if h, err := s.cfg.Cluster.TaskHistory(ctx, id); err == nil {
 		body.Dropped = h.Dropped
 		for i := len(h.Events) - 1; i >= 0; i-- {
-			body.Events = append(body.Events, timeline(h.Events[i]))
+			body.Events = append(body.Events, s.withTrace(timeline(h.Events[i]), h.Events[i].TraceID))
 		}
 	} else {
 		body.Error = "history: " + errText(err)
@@ -161,6 +161,16 @@ func timeline(e api.HistoryEvent) timelineEvent {
 	if e.WorkerID != "" && (e.Kind == "acquire" || e.Kind == "claim" || e.Kind == "open_session") {
 		add("by %s", e.WorkerID)
 	}
+	if e.Kind == api.EventBlocked {
+		// The sidecar stopped these itself: they reached neither the
+		// cluster nor a fenced service.
+		out.Kind = "blocked by the sidecar"
+		if e.Count == 1 {
+			add("1 call")
+		} else {
+			add("%d calls, the first", e.Count)
+		}
+	}
 	if e.Step != "" || e.CheckpointSeq != 0 {
 		add("checkpoint #%d %s", e.CheckpointSeq, e.Step)
 	}
@@ -186,7 +196,7 @@ func timeline(e api.HistoryEvent) timelineEvent {
 	case e.Error != "":
 		add("REFUSED: %s", e.Error)
 		out.Class = "bad"
-	case e.Kind == api.EventInDoubt || e.Status == lease.StatusRevoked || e.Status == lease.StatusExpired || e.Kind == "cancel":
+	case e.Kind == api.EventInDoubt || e.Kind == api.EventBlocked || e.Status == lease.StatusRevoked || e.Status == lease.StatusExpired || e.Kind == "cancel":
 		out.Class = "bad"
 	case e.Status == lease.StatusActive:
 		out.Class = "good"
