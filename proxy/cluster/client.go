@@ -401,7 +401,7 @@ func (c *Client) attemptUntil(ctx context.Context, base string, r request, rid s
 		if r.out == nil || len(resp.Body()) == 0 {
 			return attemptResult{leader: leader}
 		}
-		if err := json.Unmarshal(resp.Body(), r.out); err != nil {
+		if err := decodeOut(resp.Body(), r.out); err != nil {
 			return attemptResult{err: fmt.Errorf("%w: %s %s from %s: %v", ErrBadResponse, r.method, r.path, base, err)}
 		}
 		return attemptResult{leader: leader}

@@ -108,7 +108,7 @@ func (c *Client) streamResult(base string, r request, rep api.Reply) attemptResu
 	}
 	if rep.Status >= 200 && rep.Status < 300 {
 		if r.out != nil {
-			if err := json.Unmarshal(rep.Body, r.out); err != nil {
+			if err := decodeOut(rep.Body, r.out); err != nil {
 				return attemptResult{err: fmt.Errorf("%w: %s %s from %s: %v", ErrBadResponse, r.method, r.path, base, err)}
 			}
 		}
@@ -116,4 +116,19 @@ func (c *Client) streamResult(base string, r request, rep api.Reply) attemptResu
 	}
 	e := &Error{Status: rep.Status, Endpoint: base, Problem: decodeProblemParts(rep.Status, []byte(api.ProblemContentType), rep.Body)}
 	return attemptResult{err: e, retry: e.retryable(), unknown: e.Is(ErrTimeout), leader: leader}
+}
+
+// decodeOut decodes a 2xx answer into out. A heartbeat's reply, the
+// answer a sidecar reads most often, takes the hand parser when it is
+// the plain shape the cluster sends (api.ParseHeartbeatResponse, which
+// reads nothing differently from encoding/json); everything else, and
+// any other shape, goes through encoding/json.
+func decodeOut(body []byte, out any) error {
+	if hb, ok := out.(*api.HeartbeatResponse); ok {
+		if r, ok := api.ParseHeartbeatResponse(body); ok {
+			*hb = r
+			return nil
+		}
+	}
+	return json.Unmarshal(body, out)
 }

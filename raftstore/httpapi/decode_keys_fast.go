@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+
+	"github.com/fencepost/fencepost/fence/api"
 )
 
 // errSlow sends scanKeys' caller to the token walk: a key with an escape
@@ -23,7 +25,7 @@ type keyScanner struct {
 	i int
 }
 
-func (p *keyScanner) ws() { p.i = skipWS(p.b, p.i) }
+func (p *keyScanner) ws() { p.i = api.SkipJSONSpace(p.b, p.i) }
 
 // str consumes a string and returns its raw bytes; escaped reports a
 // backslash inside.

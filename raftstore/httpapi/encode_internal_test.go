@@ -79,13 +79,13 @@ func TestParseHeartbeatTakesPlainBodies(t *testing.T) {
 			body, err = json.MarshalIndent(req, " ", "\t")
 			require.NoError(t, err)
 		}
-		got, ok := parseHeartbeat(body)
+		got, ok := api.ParseHeartbeatRequest(body)
 		require.True(t, ok, "seed %d, case %d: %s", seed, i, body)
 		require.Equal(t, req, got, "seed %d, case %d: %s", seed, i, body)
 	}
 	for _, body := range []string{`{}`, `{"leases":null}`, `{"leases":[]}`, ` { "leases" : [ { } ] } `, `{"leases":[{"epoch":0,"taskId":"x"}]}`,
 		`{"leases":[{"taskId":"x","sinceProgressMs":7,"epoch":3}]}`} {
-		_, ok := parseHeartbeat([]byte(body))
+		_, ok := api.ParseHeartbeatRequest([]byte(body))
 		require.True(t, ok, body)
 	}
 }
@@ -99,7 +99,7 @@ func TestParseHeartbeatLeavesTheRestToDecodeBody(t *testing.T) {
 		`{"leases":[{"taskId":"a"},]}`, `{"leases":nul}`, `{"leases":true}`, `[]`, `{"leases":[{"taskId":"` + "\x01" + `"}]}`,
 		"{\"leases\":[{\"taskId\":\"\xff\"}]}",
 	} {
-		_, ok := parseHeartbeat([]byte(body))
+		_, ok := api.ParseHeartbeatRequest([]byte(body))
 		require.False(t, ok, "%q must fall back to decodeBody", body)
 	}
 }
@@ -115,7 +115,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fast, ok := parseHeartbeat(body)
+		fast, ok := api.ParseHeartbeatRequest(body)
 		if !ok {
 			return
 		}
