@@ -24,13 +24,15 @@ import (
 // goroutine is woken once per full batch.
 type batcher struct {
 	exp  sdktrace.SpanExporter
+	data dataExporter // exp's own entry for queued spans, when it has one
 	opts batchOptions
 
 	mu      sync.Mutex
-	queue   []sdktrace.ReadOnlySpan
+	queue   []spanData // SDK spans, and a Recorder's when data is set
 	stopped bool
 
-	batch    []sdktrace.ReadOnlySpan // the loop's, handed to the exporter
+	batch    []spanData              // the loop's, handed to the exporter
+	sdkBatch []sdktrace.ReadOnlySpan // batch as SDK spans, for an exporter without data
 	full     chan struct{}           // a full batch is queued (capacity 1)
 	flushes  chan chan struct{}      // ForceFlush's requests
 	stop     chan struct{}           // closed by Shutdown
@@ -82,11 +84,19 @@ func envInt(key string, def int) int {
 	return v
 }
 
-// newBatcher starts the processor's goroutine; Shutdown ends it.
-func newBatcher(exp sdktrace.SpanExporter) *batcher {
-	b := &batcher{exp: exp, opts: readBatchOptions(), full: make(chan struct{}, 1),
+// dataExporter is an exporter that takes the batcher's queued spans as
+// they are: fencepost's OTLP/HTTP exporter, which can therefore export a
+// Recorder's Spans too.
+type dataExporter interface {
+	exportData(ctx context.Context, spans []spanData) error
+}
+
+// newBatcher starts the processor's goroutine; Shutdown ends it. data,
+// when not nil, is exp's entry for queued spans.
+func newBatcher(exp sdktrace.SpanExporter, data dataExporter) *batcher {
+	b := &batcher{exp: exp, data: data, opts: readBatchOptions(), full: make(chan struct{}, 1),
 		flushes: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	b.queue = make([]sdktrace.ReadOnlySpan, 0, b.opts.maxBatch)
+	b.queue = make([]spanData, 0, b.opts.maxBatch)
 	go b.run()
 	return b
 }
@@ -100,10 +110,16 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
+	b.enqueue(s)
+}
+
+// enqueue queues an ended, sampled span, or drops it when the queue is
+// full or the processor shut down; it reports whether s was queued.
+func (b *batcher) enqueue(s spanData) bool {
 	b.mu.Lock()
 	if b.stopped || len(b.queue) >= b.opts.maxQueue {
 		b.mu.Unlock()
-		return
+		return false
 	}
 	b.queue = append(b.queue, s)
 	ready := len(b.queue) == b.opts.maxBatch
@@ -114,6 +130,7 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 		default: // the loop is already told
 		}
 	}
+	return true
 }
 
 // run exports full batches when told, everything queued when the delay
@@ -168,12 +185,31 @@ func (b *batcher) export(onlyFull bool) {
 		if b.opts.exportTimeout > 0 {
 			ctx, cancel = context.WithTimeoutCause(ctx, b.opts.exportTimeout, errExportTimeout)
 		}
-		if err := b.exp.ExportSpans(ctx, b.batch); err != nil {
+		if err := b.send(ctx); err != nil {
 			otel.Handle(err) // as the SDK's processor reports a failed export
 		}
 		cancel()
+		for _, s := range b.batch {
+			if l, ok := s.(*Span); ok {
+				l.release() // exported: back to its Recorder's pool
+			}
+		}
 		clear(b.batch) // let the spans go
+		clear(b.sdkBatch)
 	}
+}
+
+// send exports the batch: as it is to a dataExporter, else as the SDK
+// spans it then holds (a Recorder exists only over a dataExporter).
+func (b *batcher) send(ctx context.Context) error {
+	if b.data != nil {
+		return b.data.exportData(ctx, b.batch)
+	}
+	b.sdkBatch = b.sdkBatch[:0]
+	for _, s := range b.batch {
+		b.sdkBatch = append(b.sdkBatch, s.(sdktrace.ReadOnlySpan))
+	}
+	return b.exp.ExportSpans(ctx, b.sdkBatch)
 }
 
 // errExportTimeout is the cause of an export cut by OTEL_BSP_EXPORT_TIMEOUT.

@@ -64,7 +64,7 @@ func TestBatcherExportsEachFullBatchAtOnceAndTheRestOnFlush(t *testing.T) {
 	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000") // no timed export during the test
 	exp := &batches{}
-	b := newBatcher(exp)
+	b := newBatcher(exp, nil)
 	defer func() { require.NoError(t, b.Shutdown(context.Background())) }()
 	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		b.OnEnd(ended(n))
@@ -80,7 +80,7 @@ func TestBatcherExportsEachFullBatchAtOnceAndTheRestOnFlush(t *testing.T) {
 func TestBatcherExportsOnTheScheduleDelay(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
 	exp := &batches{}
-	b := newBatcher(exp)
+	b := newBatcher(exp, nil)
 	defer func() { require.NoError(t, b.Shutdown(context.Background())) }()
 	b.OnEnd(ended("lonely"))
 	require.Eventually(t, func() bool { return len(exp.batches()) == 1 }, 10*time.Second, time.Millisecond)
@@ -93,7 +93,7 @@ func TestBatcherDropsPastTheQueueAndShutdownExportsTheRest(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
 	hold := make(chan struct{})
 	exp := &batches{hold: hold}
-	b := newBatcher(exp)
+	b := newBatcher(exp, nil)
 	b.OnEnd(ended("1"))
 	b.OnEnd(ended("2")) // a full batch: its export blocks on hold
 	require.Eventually(t, func() bool { return len(exp.batches()) == 1 }, 10*time.Second, time.Millisecond)
@@ -120,7 +120,7 @@ func TestBatcherShutdownIsBoundedByItsContext(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	exp := &batches{hold: hold}
-	b := newBatcher(exp)
+	b := newBatcher(exp, nil)
 	b.OnEnd(ended("stuck"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -88,6 +88,23 @@ func newHTTPExporter(endpoint string) (*httpExporter, error) {
 // ExportSpans posts spans as one export request, retrying as the stock
 // exporter does.
 func (e *httpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	return e.exportData(ctx, asData(spans))
+}
+
+// asData is spans as the encoder reads them.
+func asData(spans []sdktrace.ReadOnlySpan) []spanData {
+	out := make([]spanData, len(spans))
+	for i, s := range spans {
+		if s != nil {
+			out[i] = s
+		}
+	}
+	return out
+}
+
+// exportData is ExportSpans for spans the batcher queued, SDK spans and a
+// Recorder's alike, without converting them.
+func (e *httpExporter) exportData(ctx context.Context, spans []spanData) error {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -133,7 +150,7 @@ func (e *httpExporter) release(enc *encoder) {
 }
 
 // body encodes spans, gzipped when asked; nil when there is no span.
-func (enc *encoder) body(spans []sdktrace.ReadOnlySpan, gz bool) ([]byte, error) {
+func (enc *encoder) body(spans []spanData, gz bool) ([]byte, error) {
 	body := enc.w.encode(spans)
 	if len(body) == 0 {
 		return nil, nil

@@ -294,7 +294,7 @@ func TestGzipBodyIsTheEncodedRequest(t *testing.T) {
 		require.NoError(t, e.ExportSpans(context.Background(), oneSpan()))
 	}
 	var w wire
-	want := bytes.Clone(w.encode(oneSpan()))
+	want := bytes.Clone(w.encode(asData(oneSpan())))
 	for _, p := range rec.got() {
 		require.Equal(t, "gzip", p.header.Get("Content-Encoding"))
 		require.Equal(t, want, p.body)

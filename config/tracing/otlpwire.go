@@ -2,10 +2,12 @@ package tracing
 
 import (
 	"math"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -100,6 +102,27 @@ const (
 	statusError = 2
 )
 
+// spanData is what the encoder and the batcher read of an ended span: a
+// subset of sdktrace.ReadOnlySpan's methods, so the SDK's spans and a
+// Recorder's Spans are queued and encoded alike.
+type spanData interface {
+	SpanContext() trace.SpanContext
+	Parent() trace.SpanContext
+	Name() string
+	SpanKind() trace.SpanKind
+	StartTime() time.Time
+	EndTime() time.Time
+	Attributes() []attribute.KeyValue
+	Links() []sdktrace.Link
+	Events() []sdktrace.Event
+	Status() sdktrace.Status
+	DroppedAttributes() int
+	DroppedLinks() int
+	DroppedEvents() int
+	Resource() *resource.Resource
+	InstrumentationScope() instrumentation.Scope
+}
+
 // wire is an encoder of export requests. Its buffer and grouping slices
 // are kept between requests, so a warm encoder allocates nothing. It is
 // not safe for concurrent use.
@@ -114,12 +137,12 @@ type wire struct {
 type group struct {
 	res   attribute.Distinct
 	scope instrumentation.Scope
-	spans []sdktrace.ReadOnlySpan
+	spans []spanData
 }
 
 // encode returns the ExportTraceServiceRequest of spans. The slice is the
 // encoder's own buffer, valid until the next call.
-func (w *wire) encode(spans []sdktrace.ReadOnlySpan) []byte {
+func (w *wire) encode(spans []spanData) []byte {
 	w.b = w.b[:0]
 	w.forget()
 	n := 0
@@ -201,7 +224,7 @@ func (w *wire) scopeSpans(g *group) {
 }
 
 // span writes one Span.
-func (w *wire) span(s sdktrace.ReadOnlySpan) {
+func (w *wire) span(s spanData) {
 	at := w.open(fScopeSpansSpans)
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()

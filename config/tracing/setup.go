@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -146,18 +147,46 @@ func (s *Setup) Provider(part string) trace.TracerProvider {
 	res, _ := resource.New(context.Background(), resource.WithTelemetrySDK(), resource.WithAttributes(attrs...))
 	ratio, _ := s.cfg.ratio()
 	shared := sharedExporter{s.exporter}
+	smp := sampler(s.cfg.Sampler, ratio)
+	p := &Provider{res: res, smp: smp}
 	var proc sdktrace.SpanProcessor
 	if s.console {
 		proc = sdktrace.NewSimpleSpanProcessor(shared) // print at once, in order
 	} else {
-		proc = newBatcher(shared) // the BatchSpanProcessor's contract, cheaper per span
+		var data dataExporter
+		if h, ok := s.exporter.(*httpExporter); ok {
+			data = h
+		}
+		p.batch = newBatcher(shared, data) // the BatchSpanProcessor's contract, cheaper per span
+		proc = p.batch
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(sampler(s.cfg.Sampler, ratio)),
+	p.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(smp),
 		sdktrace.WithSpanProcessor(proc))
 	s.mu.Lock()
-	s.providers = append(s.providers, tp)
+	s.providers = append(s.providers, p.TracerProvider)
 	s.mu.Unlock()
-	return tp
+	return p
+}
+
+// Provider is the TracerProvider Setup.Provider returns: the SDK's, and a
+// Recorder for the path that opens a span per proxied request.
+type Provider struct {
+	*sdktrace.TracerProvider
+	res   *resource.Resource
+	smp   sdktrace.Sampler
+	batch *batcher // nil for the console exporter
+}
+
+// Recorder returns a Recorder whose spans carry the instrumentation scope
+// name, or nil when this provider's exporter cannot take them as they are
+// (the console exporter, and the stock gRPC and OTLP/JSON ones): callers
+// then use the SDK's Tracer. Its spans go to the same processor as the
+// SDK's, so Shutdown and ForceFlush cover both.
+func (p *Provider) Recorder(name string) *Recorder {
+	if p == nil || p.batch == nil || p.batch.data == nil {
+		return nil
+	}
+	return &Recorder{res: p.res, scope: instrumentation.Scope{Name: name}, smp: p.smp, b: p.batch, limits: readLeanLimits()}
 }
 
 // sampler maps a sampler name to the SDK's sampler.

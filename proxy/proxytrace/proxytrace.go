@@ -5,8 +5,11 @@
 // (task, epoch, decision, idempotency key), and a short span per lease
 // lifecycle event (acquired, lost, revived, revoked, released).
 //
-// It uses the OTel API only; the process's SDK comes from config/tracing
-// through the command wiring. A nil *Tracer is tracing off: every method
+// It is written against the OTel API; the process's SDK comes from
+// config/tracing through the command wiring, and when that provider
+// offers a tracing.Recorder the request spans are made by it instead of
+// the SDK (the same sampler, processor and export, at a fraction of the
+// cost per request). A nil *Tracer is tracing off: every method
 // is then a nil check that allocates nothing, so the request path pays
 // nothing when tracing is off.
 package proxytrace
@@ -16,6 +19,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -24,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/fencepost/fencepost/config/tracing"
 	"github.com/fencepost/fencepost/fence/fenceotel"
 	"github.com/fencepost/fencepost/fence/fenceotel/fasthttptrace"
 )
@@ -51,9 +56,20 @@ const entryKey = attribute.Key("fencepost.proxy.entry")
 // Tracer makes the sidecar's spans. The nil *Tracer is off.
 type Tracer struct {
 	tr trace.Tracer
+	// rec makes the request spans when the provider offers a Recorder
+	// (config/tracing's, over its OTLP/HTTP exporter): a span there costs
+	// a fraction of the SDK's (BENCHMARKS.md, "Traces"). Lease events
+	// always go through tr.
+	rec   *tracing.Recorder
+	epoch atomic.Pointer[epochText] // the last epoch's text
 	// last holds each task's latest lease event span (task -> its
 	// trace.SpanContext), which a blocked request links to.
 	last sync.Map
+}
+
+// recorders is a provider that offers a Recorder (*tracing.Provider).
+type recorders interface {
+	Recorder(name string) *tracing.Recorder
 }
 
 // New returns a Tracer over tp, or nil (off) when tp is nil.
@@ -61,41 +77,58 @@ func New(tp trace.TracerProvider) *Tracer {
 	if tp == nil {
 		return nil
 	}
-	return &Tracer{tr: tp.Tracer(tracerName)}
+	t := &Tracer{tr: tp.Tracer(tracerName)}
+	if r, ok := tp.(recorders); ok {
+		t.rec = r.Recorder(tracerName)
+	}
+	return t
 }
 
 // Request is the span of one proxied request. Its zero value (what an off
-// Tracer returns) ignores every call. The attributes learnt along the way
-// are kept in the request's state and given to the span once, at End: one
-// lock and one de-duplication pass instead of one per step.
+// Tracer returns) ignores every call.
 type Request struct{ s *state }
 
 // state is what a traced request carries; allocated only when tracing is
-// on.
+// on. Over a Recorder the span comes from the Recorder's pool and takes
+// each attribute as it is learnt. Over the SDK the attributes are kept
+// here and handed to the span once, at End: one lock and one
+// de-duplication pass instead of one per step. Nothing touches the span
+// after End (a Recorder's is then reused): the ids stay in sc.
 type state struct {
 	t     *Tracer
-	ctx   context.Context
-	span  trace.Span
+	span  trace.Span      // lean, when over a Recorder
+	lean  *tracing.Span   // nil over the SDK
+	ctx   context.Context // the SDK span's context, for Inject
+	sc    trace.SpanContext
 	task  string // the task recorded by Lease, whose lease event a block links to
-	n     int
-	attrs [maxAttrs]attribute.KeyValue
+	attrs []attribute.KeyValue
+	ended bool
+	// failed: an error status with its description is set, which End's
+	// bare status-code error must not replace.
+	failed bool
 }
 
-// maxAttrs bounds the attributes a request collects before End: the
-// method, the entry, url.full, server.address, server.port, task, epoch,
-// idempotency key, decision, block reason, error.type, status, and room
-// to spare.
+// maxAttrs bounds the attributes a request collects before End over the
+// SDK: the method, the entry, url.full, server.address, server.port,
+// task, epoch, idempotency key, decision, block reason, error.type,
+// status, and room to spare.
 const maxAttrs = 14
 
-// add keeps one attribute for End; past maxAttrs it sets it at once.
+// add records one attribute.
 func (s *state) add(kv attribute.KeyValue) {
-	if s.n == len(s.attrs) {
+	switch {
+	case s.ended:
+	case s.lean != nil:
+		s.lean.SetAttributes(kv)
+	case len(s.attrs) == cap(s.attrs):
 		s.span.SetAttributes(kv)
-		return
+	default:
+		s.attrs = append(s.attrs, kv)
 	}
-	s.attrs[s.n] = kv
-	s.n++
 }
+
+// live reports whether r still has a span to record into.
+func (r Request) live() bool { return r.s != nil && !r.s.ended }
 
 // startOpts are the start options of every request span, built once:
 // building them per request cost three allocations.
@@ -104,10 +137,10 @@ var startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)
 // Start opens the span of one request as it arrives, continuing the
 // worker's traceparent: a client span (the sidecar calls upstream on the
 // worker's behalf) named by the request's method, as the HTTP conventions
-// name a client span without a URL template. The method and entry
-// attributes are handed over at End with the others rather than at the
-// start (one attribute copy in the SDK instead of two): fencepost's
-// samplers (config/tracing) do not look at attributes.
+// name a client span without a URL template. Over the SDK the method and
+// entry attributes are handed over at End with the others rather than at
+// the start (one attribute copy instead of two): fencepost's samplers
+// (config/tracing) do not look at attributes.
 func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry) Request {
 	if t == nil {
 		return Request{}
@@ -115,7 +148,14 @@ func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry) Request {
 	ctx := fasthttptrace.Extract(context.Background(), &rc.Request.Header)
 	method := methodName(rc.Method())
 	s := &state{t: t}
-	s.ctx, s.span = t.tr.Start(ctx, method, startOpts...)
+	if t.rec != nil {
+		s.lean = t.rec.Start(ctx, method, trace.SpanKindClient)
+		s.span = s.lean
+	} else {
+		s.ctx, s.span = t.tr.Start(ctx, method, startOpts...)
+		s.attrs = make([]attribute.KeyValue, 0, maxAttrs)
+	}
+	s.sc = s.span.SpanContext()
 	s.add(semconv.HTTPRequestMethodKey.String(method))
 	s.add(entryKey.String(string(in)))
 	return Request{s: s}
@@ -150,7 +190,7 @@ func (r Request) On() bool { return r.s != nil }
 // https; uri is authority, path and query without the scheme),
 // server.address and server.port.
 func (r Request) Target(tls bool, uri []byte, hostPort string) {
-	if r.s == nil {
+	if !r.live() {
 		return
 	}
 	scheme := "http://"
@@ -167,7 +207,7 @@ func (r Request) Target(tls bool, uri []byte, hostPort string) {
 // Lease records the task (once) and, when the request is stamped, the
 // epoch.
 func (r Request) Lease(task string, epoch uint64) {
-	if r.s == nil {
+	if !r.live() {
 		return
 	}
 	if task != "" && r.s.task == "" {
@@ -175,13 +215,31 @@ func (r Request) Lease(task string, epoch uint64) {
 		r.s.add(fenceotel.TaskID.String(task))
 	}
 	if epoch != 0 {
-		r.s.add(fenceotel.Epoch.String(strconv.FormatUint(epoch, 10)))
+		r.s.add(fenceotel.Epoch.String(r.s.t.epochString(epoch)))
 	}
+}
+
+// epochText is an epoch and its decimal text.
+type epochText struct {
+	n uint64
+	s string
+}
+
+// epochString is epoch in decimal, reusing the last one made: a sidecar's
+// requests run under one epoch until its lease changes, so this saves an
+// allocation per request.
+func (t *Tracer) epochString(epoch uint64) string {
+	if e := t.epoch.Load(); e != nil && e.n == epoch {
+		return e.s
+	}
+	e := &epochText{n: epoch, s: strconv.FormatUint(epoch, 10)}
+	t.epoch.Store(e)
+	return e.s
 }
 
 // IdempotencyKey records the key the request was sent (or replayed) with.
 func (r Request) IdempotencyKey(key string) {
-	if r.s != nil && key != "" {
+	if r.live() && key != "" {
 		r.s.add(fenceotel.IdempotencyKey.String(key))
 	}
 }
@@ -189,7 +247,11 @@ func (r Request) IdempotencyKey(key string) {
 // Inject names this span in the upstream request's traceparent (and
 // carries the worker's tracestate on), replacing the worker's.
 func (r Request) Inject(h *fasthttp.RequestHeader) {
-	if r.s != nil {
+	switch {
+	case !r.live():
+	case r.s.ctx == nil:
+		fasthttptrace.InjectSpanContext(r.s.sc, h)
+	default:
 		fasthttptrace.Inject(r.s.ctx, h)
 	}
 }
@@ -197,7 +259,7 @@ func (r Request) Inject(h *fasthttp.RequestHeader) {
 // Decision records what the sidecar did with the request: forwarded,
 // replayed (from the journal) or in_doubt.
 func (r Request) Decision(d string) {
-	if r.s != nil {
+	if r.live() {
 		r.s.add(fenceotel.Decision.String(d))
 	}
 }
@@ -207,7 +269,7 @@ func (r Request) Decision(d string) {
 // link to the latest lease event span of the task Lease recorded (the
 // loss or revocation that blocked it).
 func (r Request) Blocked(reason string, epoch uint64) {
-	if r.s == nil {
+	if !r.live() {
 		return
 	}
 	r.s.add(fenceotel.Decision.String(fenceotel.DecisionBlocked))
@@ -217,31 +279,36 @@ func (r Request) Blocked(reason string, epoch uint64) {
 		r.s.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
 	}
 	r.s.span.SetStatus(codes.Error, "blocked: "+reason)
+	r.s.failed = true
 }
 
 // Failed records an upstream call that failed (error.type, error status).
 func (r Request) Failed(err error) {
-	if r.s == nil || err == nil {
+	if !r.live() || err == nil {
 		return
 	}
 	r.s.add(semconv.ErrorTypeKey.String(errorType(err)))
 	r.s.span.SetStatus(codes.Error, err.Error())
+	r.s.failed = true
 }
 
 // End records the status answered to the worker, hands the span every
 // attribute collected, and ends it. A client span's 4xx and 5xx are
 // errors, per the conventions.
 func (r Request) End(status int) {
-	if r.s == nil {
+	if !r.live() {
 		return
 	}
 	if status > 0 {
 		r.s.add(semconv.HTTPResponseStatusCode(status))
-		if status >= 400 {
+		if status >= 400 && !r.s.failed {
 			r.s.span.SetStatus(codes.Error, "")
 		}
 	}
-	r.s.span.SetAttributes(r.s.attrs[:r.s.n]...)
+	if len(r.s.attrs) > 0 {
+		r.s.span.SetAttributes(r.s.attrs...)
+	}
+	r.s.ended = true
 	r.s.span.End()
 }
 
@@ -251,7 +318,7 @@ func (r Request) End(status int) {
 // links the block to the worker's trace either way.
 func (r Request) TraceID(h *fasthttp.RequestHeader) string {
 	if r.s != nil {
-		return r.s.span.SpanContext().TraceID().String()
+		return r.s.sc.TraceID().String()
 	}
 	// The sidecar's server keeps header names as sent, so the lookup
 	// folds case itself (Go's client sends "Traceparent").
@@ -290,7 +357,7 @@ func (r Request) LogFields(fields ...zap.Field) []zap.Field {
 	if r.s == nil {
 		return fields
 	}
-	sc := r.s.span.SpanContext()
+	sc := r.s.sc
 	return append(fields, zap.String(fenceotel.LogTraceID, sc.TraceID().String()),
 		zap.String(fenceotel.LogSpanID, sc.SpanID().String()))
 }

@@ -8,6 +8,7 @@ package fasthttptrace
 
 import (
 	"context"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/fencepost/fencepost/fence/fenceotel"
@@ -39,17 +40,59 @@ func (c Carrier) Get(key string) string {
 
 // Set replaces every value of key, in any spelling, with value.
 func (c Carrier) Set(key, value string) {
-	var spellings []string
-	for k := range c.H.All() {
-		if equalFold(k, key) {
-			spellings = append(spellings, string(k))
-		}
-	}
-	for _, k := range spellings {
-		c.H.Del(k)
-	}
+	delAll(c.H, key)
 	c.H.Set(key, value)
 }
+
+// delAll removes every spelling of key from h without allocating: each
+// match is copied out of h's buffer before it is deleted (deleting while
+// h.All iterates would move the buffer under the loop).
+func delAll(h *fasthttp.RequestHeader, key string) {
+	var name [64]byte
+	for len(key) <= len(name) {
+		n := 0
+		for k := range h.All() {
+			if equalFold(k, key) {
+				n = copy(name[:], k)
+				break
+			}
+		}
+		if n == 0 {
+			return
+		}
+		h.DelBytes(name[:n])
+	}
+}
+
+// InjectSpanContext writes sc as traceparent (and its tracestate, when it
+// has one) into h, replacing the worker's, as the W3C propagator writes
+// it — without a context to carry sc or a string per header. Nothing is
+// written for an invalid sc.
+func InjectSpanContext(sc trace.SpanContext, h *fasthttp.RequestHeader) {
+	if !sc.IsValid() {
+		return
+	}
+	var b [55]byte // 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b[0], b[1], b[2] = '0', '0', '-'
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	// Only the flags the W3C level 2 defines go on, as the propagator does.
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))})
+	delAll(h, headerTraceparent)
+	h.SetBytesV(headerTraceparent, b[:])
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		Carrier{h}.Set(headerTracestate, ts.String())
+	}
+}
+
+// The W3C trace context headers.
+const (
+	headerTraceparent = "traceparent"
+	headerTracestate  = "tracestate"
+)
 
 // equalFold compares an ASCII header name with key, ignoring case, without
 // copying the name (the carrier runs on every traced request).
