@@ -84,17 +84,16 @@ func New(tp trace.TracerProvider) *Tracer {
 	return t
 }
 
-// Request is the span of one proxied request. Its zero value (what an off
-// Tracer returns) ignores every call.
-type Request struct{ s *state }
-
-// state is what a traced request carries; allocated only when tracing is
-// on. Over a Recorder the span comes from the Recorder's pool and takes
-// each attribute as it is learnt. Over the SDK the attributes are kept
-// here and handed to the span once, at End: one lock and one
-// de-duplication pass instead of one per step. Nothing touches the span
-// after End (a Recorder's is then reused): the ids stay in sc.
-type state struct {
+// Request is the span of one proxied request, kept by value in the
+// request's own (stack) state so a traced request allocates no span
+// state of its own. Its zero value (what an off Tracer returns) ignores
+// every call, as does a nil *Request. Over a Recorder the span comes from
+// the Recorder's pool and takes each attribute as it is learnt. Over the
+// SDK the attributes are kept here and handed to the span once, at End:
+// one lock and one de-duplication pass instead of one per step. Nothing
+// touches the span after End (a Recorder's is then reused): the ids stay
+// in sc.
+type Request struct {
 	t     *Tracer
 	span  trace.Span      // lean, when over a Recorder
 	lean  *tracing.Span   // nil over the SDK
@@ -115,20 +114,19 @@ type state struct {
 const maxAttrs = 14
 
 // add records one attribute.
-func (s *state) add(kv attribute.KeyValue) {
+func (r *Request) add(kv attribute.KeyValue) {
 	switch {
-	case s.ended:
-	case s.lean != nil:
-		s.lean.SetAttributes(kv)
-	case len(s.attrs) == cap(s.attrs):
-		s.span.SetAttributes(kv)
+	case r.lean != nil:
+		r.lean.SetAttributes(kv)
+	case len(r.attrs) == cap(r.attrs):
+		r.span.SetAttributes(kv)
 	default:
-		s.attrs = append(s.attrs, kv)
+		r.attrs = append(r.attrs, kv)
 	}
 }
 
 // live reports whether r still has a span to record into.
-func (r Request) live() bool { return r.s != nil && !r.s.ended }
+func (r *Request) live() bool { return r != nil && r.t != nil && !r.ended }
 
 // startOpts are the start options of every request span, built once:
 // building them per request cost three allocations.
@@ -147,18 +145,18 @@ func (t *Tracer) Start(rc *fasthttp.RequestCtx, in Entry) Request {
 	}
 	ctx := fasthttptrace.Extract(context.Background(), &rc.Request.Header)
 	method := methodName(rc.Method())
-	s := &state{t: t}
+	r := Request{t: t}
 	if t.rec != nil {
-		s.lean = t.rec.Start(ctx, method, trace.SpanKindClient)
-		s.span = s.lean
+		r.lean = t.rec.Start(ctx, method, trace.SpanKindClient)
+		r.span = r.lean
 	} else {
-		s.ctx, s.span = t.tr.Start(ctx, method, startOpts...)
-		s.attrs = make([]attribute.KeyValue, 0, maxAttrs)
+		r.ctx, r.span = t.tr.Start(ctx, method, startOpts...)
+		r.attrs = make([]attribute.KeyValue, 0, maxAttrs)
 	}
-	s.sc = s.span.SpanContext()
-	s.add(semconv.HTTPRequestMethodKey.String(method))
-	s.add(entryKey.String(string(in)))
-	return Request{s: s}
+	r.sc = r.span.SpanContext()
+	r.add(semconv.HTTPRequestMethodKey.String(method))
+	r.add(entryKey.String(string(in)))
+	return r
 }
 
 // methodName is m as a string, without an allocation for the common
@@ -184,12 +182,12 @@ func methodName(m []byte) string {
 }
 
 // On reports whether r records anything.
-func (r Request) On() bool { return r.s != nil }
+func (r *Request) On() bool { return r != nil && r.t != nil }
 
 // Target records the upstream target once parsed: url.full (tls picks
 // https; uri is authority, path and query without the scheme),
 // server.address and server.port.
-func (r Request) Target(tls bool, uri []byte, hostPort string) {
+func (r *Request) Target(tls bool, uri []byte, hostPort string) {
 	if !r.live() {
 		return
 	}
@@ -197,25 +195,25 @@ func (r Request) Target(tls bool, uri []byte, hostPort string) {
 	if tls {
 		scheme = "https://"
 	}
-	r.s.add(semconv.URLFull(scheme + string(uri)))
+	r.add(semconv.URLFull(scheme + string(uri)))
 	if host, port, ok := fasthttptrace.SplitHostPort(hostPort); ok {
-		r.s.add(semconv.ServerAddress(host))
-		r.s.add(semconv.ServerPort(port))
+		r.add(semconv.ServerAddress(host))
+		r.add(semconv.ServerPort(port))
 	}
 }
 
 // Lease records the task (once) and, when the request is stamped, the
 // epoch.
-func (r Request) Lease(task string, epoch uint64) {
+func (r *Request) Lease(task string, epoch uint64) {
 	if !r.live() {
 		return
 	}
-	if task != "" && r.s.task == "" {
-		r.s.task = task
-		r.s.add(fenceotel.TaskID.String(task))
+	if task != "" && r.task == "" {
+		r.task = task
+		r.add(fenceotel.TaskID.String(task))
 	}
 	if epoch != 0 {
-		r.s.add(fenceotel.Epoch.String(r.s.t.epochString(epoch)))
+		r.add(fenceotel.Epoch.String(r.t.epochString(epoch)))
 	}
 }
 
@@ -238,29 +236,29 @@ func (t *Tracer) epochString(epoch uint64) string {
 }
 
 // IdempotencyKey records the key the request was sent (or replayed) with.
-func (r Request) IdempotencyKey(key string) {
+func (r *Request) IdempotencyKey(key string) {
 	if r.live() && key != "" {
-		r.s.add(fenceotel.IdempotencyKey.String(key))
+		r.add(fenceotel.IdempotencyKey.String(key))
 	}
 }
 
 // Inject names this span in the upstream request's traceparent (and
 // carries the worker's tracestate on), replacing the worker's.
-func (r Request) Inject(h *fasthttp.RequestHeader) {
+func (r *Request) Inject(h *fasthttp.RequestHeader) {
 	switch {
 	case !r.live():
-	case r.s.ctx == nil:
-		fasthttptrace.InjectSpanContext(r.s.sc, h)
+	case r.ctx == nil:
+		fasthttptrace.InjectSpanContext(r.sc, h)
 	default:
-		fasthttptrace.Inject(r.s.ctx, h)
+		fasthttptrace.Inject(r.ctx, h)
 	}
 }
 
 // Decision records what the sidecar did with the request: forwarded,
 // replayed (from the journal) or in_doubt.
-func (r Request) Decision(d string) {
+func (r *Request) Decision(d string) {
 	if r.live() {
-		r.s.add(fenceotel.Decision.String(d))
+		r.add(fenceotel.Decision.String(d))
 	}
 }
 
@@ -268,57 +266,57 @@ func (r Request) Decision(d string) {
 // blocked, the reason, the epoch the lease had, an error status, and a
 // link to the latest lease event span of the task Lease recorded (the
 // loss or revocation that blocked it).
-func (r Request) Blocked(reason string, epoch uint64) {
+func (r *Request) Blocked(reason string, epoch uint64) {
 	if !r.live() {
 		return
 	}
-	r.s.add(fenceotel.Decision.String(fenceotel.DecisionBlocked))
-	r.s.add(fenceotel.BlockReason.String(reason))
+	r.add(fenceotel.Decision.String(fenceotel.DecisionBlocked))
+	r.add(fenceotel.BlockReason.String(reason))
 	r.Lease("", epoch)
-	if sc, ok := r.s.t.last.Load(r.s.task); ok && r.s.task != "" {
-		r.s.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
+	if sc, ok := r.t.last.Load(r.task); ok && r.task != "" {
+		r.span.AddLink(trace.Link{SpanContext: sc.(trace.SpanContext)})
 	}
-	r.s.span.SetStatus(codes.Error, "blocked: "+reason)
-	r.s.failed = true
+	r.span.SetStatus(codes.Error, "blocked: "+reason)
+	r.failed = true
 }
 
 // Failed records an upstream call that failed (error.type, error status).
-func (r Request) Failed(err error) {
+func (r *Request) Failed(err error) {
 	if !r.live() || err == nil {
 		return
 	}
-	r.s.add(semconv.ErrorTypeKey.String(errorType(err)))
-	r.s.span.SetStatus(codes.Error, err.Error())
-	r.s.failed = true
+	r.add(semconv.ErrorTypeKey.String(errorType(err)))
+	r.span.SetStatus(codes.Error, err.Error())
+	r.failed = true
 }
 
 // End records the status answered to the worker, hands the span every
 // attribute collected, and ends it. A client span's 4xx and 5xx are
 // errors, per the conventions.
-func (r Request) End(status int) {
+func (r *Request) End(status int) {
 	if !r.live() {
 		return
 	}
 	if status > 0 {
-		r.s.add(semconv.HTTPResponseStatusCode(status))
-		if status >= 400 && !r.s.failed {
-			r.s.span.SetStatus(codes.Error, "")
+		r.add(semconv.HTTPResponseStatusCode(status))
+		if status >= 400 && !r.failed {
+			r.span.SetStatus(codes.Error, "")
 		}
 	}
-	if len(r.s.attrs) > 0 {
-		r.s.span.SetAttributes(r.s.attrs...)
+	if len(r.attrs) > 0 {
+		r.span.SetAttributes(r.attrs...)
 	}
-	r.s.ended = true
-	r.s.span.End()
+	r.ended = true
+	r.span.End()
 }
 
 // TraceID is the W3C trace id the request runs under: its span's, or,
 // with tracing off, the one in the worker's traceparent (h); "" when
 // there is neither. A blocked write's report names it, so the console
 // links the block to the worker's trace either way.
-func (r Request) TraceID(h *fasthttp.RequestHeader) string {
-	if r.s != nil {
-		return r.s.sc.TraceID().String()
+func (r *Request) TraceID(h *fasthttp.RequestHeader) string {
+	if r.On() {
+		return r.sc.TraceID().String()
 	}
 	// The sidecar's server keeps header names as sent, so the lookup
 	// folds case itself (Go's client sends "Traceparent").
@@ -353,11 +351,11 @@ func (t traceparent) Keys() []string     { return []string{"traceparent"} }
 
 // LogFields returns fields with the request's trace and span ids added,
 // for a log line written while serving it.
-func (r Request) LogFields(fields ...zap.Field) []zap.Field {
-	if r.s == nil {
+func (r *Request) LogFields(fields ...zap.Field) []zap.Field {
+	if !r.On() {
 		return fields
 	}
-	sc := r.s.sc
+	sc := r.sc
 	return append(fields, zap.String(fenceotel.LogTraceID, sc.TraceID().String()),
 		zap.String(fenceotel.LogSpanID, sc.SpanID().String()))
 }

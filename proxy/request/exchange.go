@@ -83,17 +83,18 @@ func (x *exchange) refuse(e *reply.Reply) {
 	case e.Code == reply.CodeEffectInDoubt:
 		x.span.Decision(fenceotel.DecisionInDoubt)
 	}
-	x.p.refuse(x.ctx, e, x.span)
+	x.p.refuse(x.ctx, e, &x.span)
 }
 
 // Refuse answers a request refused outside the request path (a CONNECT,
 // a tunnel's request before it enters) and counts it.
 func (p *Pipeline) Refuse(ctx *fasthttp.RequestCtx, e *reply.Reply) {
-	p.refuse(ctx, e, proxytrace.Request{})
+	p.refuse(ctx, e, nil)
 }
 
-// refuse is Refuse with the span whose ids a block's log line carries.
-func (p *Pipeline) refuse(ctx *fasthttp.RequestCtx, e *reply.Reply, span proxytrace.Request) {
+// refuse is Refuse with the span whose ids a block's log line carries
+// (nil: none).
+func (p *Pipeline) refuse(ctx *fasthttp.RequestCtx, e *reply.Reply, span *proxytrace.Request) {
 	if e.Blocked {
 		p.metrics.requests.WithLabelValues(DecisionBlocked).Inc()
 		p.metrics.writesBlocked.WithLabelValues(string(e.Why)).Inc()
