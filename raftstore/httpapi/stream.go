@@ -51,7 +51,7 @@ type hbStream struct {
 	remote net.Addr
 	// refusalKey is the caller's key in the refusal limiter (refusals.go).
 	refusalKey string
-	ctx        context.Context
+	ctx        context.Context // carries the stream's caller (raftstore.WithCaller)
 	cancel     context.CancelFunc
 	// out carries encoded reply frames (from frameBufs) to the writer,
 	// which returns each to the pool once it is in the write buffer.
@@ -130,7 +130,10 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 	if u, ok := conn.(interface{ UnsafeConn() net.Conn }); ok {
 		raw = u.UnsafeConn()
 	}
-	st := &hbStream{conn: conn, raw: raw, who: who, remote: conn.RemoteAddr(), refusalKey: key, ctx: ctx, cancel: cancel,
+	// The caller is the stream's for every beat: named once here, not in a
+	// context per beat.
+	st := &hbStream{conn: conn, raw: raw, who: who, remote: conn.RemoteAddr(), refusalKey: key,
+		ctx: raftstore.WithCaller(ctx, who.caller()), cancel: cancel,
 		out: make(chan *[]byte, maxStreamInflight)}
 	defer cancel()
 	if !s.trackStream(st) {
@@ -289,7 +292,7 @@ func (s *Server) streamBeat(st *hbStream, b api.Beat, dst []byte) []byte {
 	var resp api.HeartbeatResponse
 	if err == nil {
 		ctx, cancel := context.WithTimeout(st.ctx, s.cfg.RequestTimeout)
-		resp, err = s.beat(raftstore.WithCaller(ctx, st.who.caller()), sid, b.Body)
+		resp, err = s.beat(ctx, sid, b.Body)
 		cancel()
 	}
 	var frame []byte
