@@ -62,6 +62,13 @@ type hbStream struct {
 	unanswered atomic.Int64
 }
 
+// streamWork is one beat handed to a stream's worker, with its session
+// id as a string.
+type streamWork struct {
+	api.Beat
+	sid string
+}
+
 // frameBufs holds reply frame buffers: a frame per beat is the stream's
 // only per-beat buffer, so it is reused instead of allocated.
 var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -154,10 +161,10 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		sem      = make(chan struct{}, maxStreamInflight)
 		// work hands a beat to an idle worker; unbuffered, so a beat
 		// is only handed to a worker that is waiting for one.
-		work  = make(chan api.Beat)
-		serve = func(b api.Beat) {
+		work  = make(chan streamWork)
+		serve = func(w streamWork) {
 			f := frameBufs.Get().(*[]byte)
-			*f = s.streamBeat(st, b, (*f)[:0])
+			*f = s.streamBeat(st, w.Beat, w.sid, (*f)[:0])
 			st.out <- f
 			<-sem
 		}
@@ -165,6 +172,10 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 		hdr  [api.StreamFrameHeader]byte
 		slab []byte
 		bad  error
+		// sid is the last beat's session id as a string: a stream
+		// carries one sidecar's session, so it is made once, not per
+		// beat.
+		sid string
 	)
 	for {
 		// A sidecar beats every few seconds; a stream silent for the
@@ -195,13 +206,17 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 			bad = err
 			break
 		}
+		if string(b.SessionID) != sid {
+			sid = string(b.SessionID)
+		}
+		w := streamWork{Beat: b, sid: sid}
 		sem <- struct{}{}
 		st.unanswered.Add(1)
 		select {
-		case work <- b:
+		case work <- w:
 		default:
 			if nworkers == maxStreamInflight {
-				work <- b // one is about to take the next beat
+				work <- w // one is about to take the next beat
 				continue
 			}
 			// Every worker is busy: one more joins the stream's pool
@@ -215,9 +230,9 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
-				serve(b)
-				for b := range work {
-					serve(b)
+				serve(w)
+				for w := range work {
+					serve(w)
 				}
 			}()
 		}
@@ -281,10 +296,10 @@ func (s *Server) writeStream(st *hbStream) {
 	}
 }
 
-// streamBeat serves one beat and appends its reply frame to dst.
-func (s *Server) streamBeat(st *hbStream, b api.Beat, dst []byte) []byte {
+// streamBeat serves one beat of session sid and appends its reply frame
+// to dst.
+func (s *Server) streamBeat(st *hbStream, b api.Beat, sid string, dst []byte) []byte {
 	start := time.Now()
-	sid := string(b.SessionID)
 	err := s.refusals.check(st.refusalKey)
 	if err == nil {
 		err = s.limit(st.who)
