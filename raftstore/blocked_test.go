@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestBlockedReportIsOnEveryMembersHistory(t *testing.T) {
 	for _, n := range c.snapshot() {
 		waitFor(t, waitTimeout, "the report on "+n.NodeID(), func() bool {
 			h, err := n.TaskHistory(ctxT(t), "t1")
+			if errors.Is(err, lease.ErrTaskNotFound) {
+				return false // a follower that has not applied the task yet
+			}
 			require.NoError(t, err)
 			last := h.Events[len(h.Events)-1]
 			if last.Kind != api.EventBlocked {

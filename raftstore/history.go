@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -39,30 +38,36 @@ type historyLimits struct {
 
 var defaultHistoryLimits = historyLimits{HistoryEventsPerTask, HistoryBytesPerTask, HistoryTotalBytes, FeedEvents}
 
-// history is the node's recent history: per task, and as one feed.
+// history is the node's recent history: per task, and as one feed. Events
+// are kept in their stored form (history_compact.go).
 type history struct {
-	mu     sync.Mutex
-	lim    historyLimits
-	tasks  map[string]*taskLog
-	recent list.List // of *taskLog, least recently changed first
-	bytes  int
+	mu    sync.Mutex
+	lim   historyLimits
+	tasks map[string]*taskLog
+	// oldest and newest end the list of task logs through their prev and
+	// next, least recently changed first: linked through the logs
+	// themselves, a task costs no list element.
+	oldest, newest *taskLog
+	bytes          int
 	// feed is a ring of the last lim.feed events; seq numbers the newest.
-	feed []api.HistoryEvent
+	feed []feedEvent
 	head int // index of the oldest event in feed
 	seq  uint64
 	wake chan struct{} // closed and replaced on every append
 	// id names this feed (api.EventFeed.Feed): seq numbers mean nothing
 	// on another node or after a restart.
 	id string
+	// packBuf is pack's scratch space, reused across events.
+	packBuf []byte
 }
 
 // taskLog is one task's events, oldest first.
 type taskLog struct {
-	id      string
-	events  []api.HistoryEvent
-	bytes   int
-	dropped uint64
-	elem    *list.Element
+	id         string
+	events     []storedEvent
+	bytes      int
+	dropped    uint64
+	prev, next *taskLog // in history's list
 }
 
 func newHistory(lim historyLimits) *history {
@@ -183,9 +188,10 @@ func (h *history) add(evs []api.HistoryEvent, forget bool) {
 	for i := range evs {
 		h.seq++
 		evs[i].Seq = h.seq
-		h.appendFeed(evs[i])
+		s := pack(&evs[i], &h.packBuf)
+		h.appendFeed(feedEvent{s, evs[i].TaskID})
 		if evs[i].TaskID != "" {
-			h.appendTask(evs[i])
+			h.appendTask(evs[i].TaskID, s, eventBytes(&evs[i]))
 		}
 	}
 	if forget {
@@ -196,7 +202,7 @@ func (h *history) add(evs []api.HistoryEvent, forget bool) {
 	h.mu.Unlock()
 }
 
-func (h *history) appendFeed(e api.HistoryEvent) {
+func (h *history) appendFeed(e feedEvent) {
 	if len(h.feed) < h.lim.feed {
 		h.feed = append(h.feed, e)
 		return
@@ -205,22 +211,23 @@ func (h *history) appendFeed(e api.HistoryEvent) {
 	h.head = (h.head + 1) % len(h.feed)
 }
 
-func (h *history) appendTask(e api.HistoryEvent) {
-	tl := h.tasks[e.TaskID]
+// appendTask adds a stored event of task id, of n estimated bytes.
+func (h *history) appendTask(id string, e storedEvent, n int) {
+	tl := h.tasks[id]
 	if tl == nil {
-		tl = &taskLog{id: e.TaskID}
-		tl.elem = h.recent.PushBack(tl)
-		h.tasks[e.TaskID] = tl
+		tl = &taskLog{id: id}
+		h.tasks[id] = tl
 	} else {
-		h.recent.MoveToBack(tl.elem)
+		h.unlink(tl)
 	}
-	n := eventBytes(&e)
+	h.pushNewest(tl)
 	tl.events = append(tl.events, e)
 	tl.bytes += n
 	h.bytes += n
 	for len(tl.events) > 1 && (len(tl.events) > h.lim.perTask || tl.bytes > h.lim.perTaskBytes) {
-		n := eventBytes(&tl.events[0])
-		tl.events[0] = api.HistoryEvent{}
+		old := unpack(&tl.events[0], tl.id)
+		n := eventBytes(&old)
+		tl.events[0] = storedEvent{}
 		tl.events = tl.events[1:]
 		tl.bytes -= n
 		h.bytes -= n
@@ -228,8 +235,8 @@ func (h *history) appendTask(e api.HistoryEvent) {
 	}
 	// Forget whole histories, least recently changed first, but never the
 	// one just written.
-	for h.bytes > h.lim.totalBytes && h.recent.Front() != tl.elem {
-		h.forget(h.recent.Front().Value.(*taskLog).id)
+	for h.bytes > h.lim.totalBytes && h.oldest != tl {
+		h.forget(h.oldest.id)
 	}
 }
 
@@ -239,8 +246,34 @@ func (h *history) forget(id string) {
 		return
 	}
 	h.bytes -= tl.bytes
-	h.recent.Remove(tl.elem)
+	h.unlink(tl)
 	delete(h.tasks, id)
+}
+
+// pushNewest puts an unlinked log at the newest end of the list.
+func (h *history) pushNewest(tl *taskLog) {
+	tl.prev, tl.next = h.newest, nil
+	if h.newest != nil {
+		h.newest.next = tl
+	} else {
+		h.oldest = tl
+	}
+	h.newest = tl
+}
+
+// unlink takes a log out of the list.
+func (h *history) unlink(tl *taskLog) {
+	if tl.prev != nil {
+		tl.prev.next = tl.next
+	} else {
+		h.oldest = tl.next
+	}
+	if tl.next != nil {
+		tl.next.prev = tl.prev
+	} else {
+		h.newest = tl.prev
+	}
+	tl.prev, tl.next = nil, nil
 }
 
 // task returns a copy of a task's events, and whether it has any.
@@ -251,7 +284,11 @@ func (h *history) task(id string) (api.TaskHistory, bool) {
 	if tl == nil {
 		return api.TaskHistory{TaskID: id, Events: []api.HistoryEvent{}}, false
 	}
-	return api.TaskHistory{TaskID: id, Events: append([]api.HistoryEvent(nil), tl.events...), Dropped: tl.dropped}, true
+	evs := make([]api.HistoryEvent, len(tl.events))
+	for i := range tl.events {
+		evs[i] = unpack(&tl.events[i], tl.id)
+	}
+	return api.TaskHistory{TaskID: id, Events: evs, Dropped: tl.dropped}, true
 }
 
 // since returns the feed's events after seq (at most MaxFeedPage), or,
@@ -277,7 +314,8 @@ func (h *history) since(seq uint64, fromNow bool) (api.EventFeed, <-chan struct{
 		return out, h.wake
 	}
 	for s := seq + 1; s <= h.seq && len(out.Events) < MaxFeedPage; s++ {
-		out.Events = append(out.Events, h.feed[(h.head+int(s-oldest))%len(h.feed)])
+		fe := &h.feed[(h.head+int(s-oldest))%len(h.feed)]
+		out.Events = append(out.Events, unpack(&fe.storedEvent, fe.taskID))
 	}
 	out.Next = out.Events[len(out.Events)-1].Seq
 	return out, nil
