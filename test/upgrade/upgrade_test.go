@@ -265,13 +265,23 @@ func TestRollingUpgrade(t *testing.T) {
 	restart(first, cur)
 	// Then the new member must lead while old members follow, so old
 	// members apply entries (and install snapshots) the new build wrote:
-	// the old leader is restarted (on its own build) until the election
-	// lands on the new member. Each try is a coin toss between the two
-	// members left, so ten tries fail to get there once in a thousand.
+	// the old leader is stopped until the two members left have elected
+	// one of them, then started again on its own build, until the
+	// election lands on the new member. Restarting it at once would let
+	// it race the election it caused, which it won far more often than
+	// the coin toss this loop counts on (seen in CI: ten in a row). Each
+	// try is a toss between two members, so twenty tries all miss about
+	// once in a million.
 	for try := 0; leaderOf(t, all, ms).bin != cur; try++ {
-		require.Less(t, try, 10, "the upgraded member never became leader")
+		require.Less(t, try, 20, "the upgraded member never became leader")
 		l := leaderOf(t, all, ms)
-		restart(l, l.bin)
+		require.NoError(t, l.proc.Stop(10*time.Second), "stop %s", l.id)
+		next := waitLeaderOtherThan(t, all, l.id)
+		t.Logf("try %d: %s (%s) stopped; %s leads now", try, l.id, filepath.Base(l.bin), next)
+		l.start(t, l.bin)
+		l.waitReady(t, 30*time.Second)
+		waitMembers(t, all, 3)
+		settle(fmt.Sprintf("after restarting %s as %s", l.id, filepath.Base(l.bin)))
 	}
 	settle("new leader, old followers")
 	for _, m := range upgradeOrder(t, all, ms) {
@@ -323,6 +333,21 @@ func leaderOf(t *testing.T, c *cluster.Client, ms []*member) *member {
 	t.Helper()
 	order := upgradeOrder(t, c, ms)
 	return order[len(order)-1]
+}
+
+// waitLeaderOtherThan waits until the cluster names a leader other than
+// the member gone, and returns its id.
+func waitLeaderOtherThan(t *testing.T, c *cluster.Client, gone string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(t.Context())
+		if err == nil && st.Leader != "" && st.Leader != gone {
+			return st.Leader
+		}
+		require.True(t, time.Now().Before(deadline), "no leader other than %s: %+v %v", gone, st, err)
+		time.Sleep(25 * time.Millisecond)
+	}
 }
 
 // waitMembers waits until the cluster reports n members.
