@@ -19,5 +19,17 @@ if [ "${1:-}" = --long ]; then
   export NEMESIS_FAULTS="${NEMESIS_FAULTS:-150}" NEMESIS_OPS="${NEMESIS_OPS:-200000}"
 fi
 export NEMESIS=1 NEMESIS_FAULTS="${NEMESIS_FAULTS:-25}" NEMESIS_OPS="${NEMESIS_OPS:-20000}"
+# A failed run's problems are printed again at the very end: CI keeps only
+# the tail of its output, and the history before them is long.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
 go test -count=1 -timeout 60m -v -run 'TestNemesis$|KeepsEveryLease$' ./test/nemesis/ 2>&1 |
-  grep -v '^=== \(RUN\|PAUSE\|CONT\)'
+  grep -v '^=== \(RUN\|PAUSE\|CONT\)' | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+  echo "nemesis failed; its problems again:"
+  awk '/problems:$/ {p = 1} p && /^(---|===|FAIL|ok) / {p = 0} p' "$log" | head -60
+fi
+exit "$rc"

@@ -94,8 +94,11 @@ func report(t *testing.T, r *Run, seed uint64, bad []string, files bool) {
 		}
 	}
 	if len(bad) > 0 {
-		t.Errorf("seed %d (rerun: NEMESIS_SEED=%d test/nemesis.sh): %d problems:\n%s\n\nhistory:\n%s",
-			seed, seed, len(bad), strings.Join(bad, "\n"), r.H)
+		// The history comes first and the problems last: CI keeps only the
+		// tail of a failed run, and the problems are what it must show.
+		t.Logf("history:\n%s", r.H)
+		t.Errorf("seed %d (rerun: NEMESIS_SEED=%d test/nemesis.sh): %d problems:\n%s",
+			seed, seed, len(bad), strings.Join(bad, "\n"))
 	}
 }
 
