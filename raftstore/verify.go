@@ -65,10 +65,15 @@ func (v *verifier) finish(batch []chan error, err error) {
 	}
 }
 
+// waitChans holds the one-answer channels of wait: a heartbeat waits for
+// a round on every beat, and reusing the channel saves an allocation per
+// beat on the leader.
+var waitChans = sync.Pool{New: func() any { return make(chan error, 1) }}
+
 // wait returns nil once a VerifyLeader round that started after the call
 // confirmed this node's leadership.
 func (v *verifier) wait(ctx context.Context) error {
-	ch := make(chan error, 1)
+	ch := waitChans.Get().(chan error)
 	v.mu.Lock()
 	v.waiting = append(v.waiting, ch)
 	v.mu.Unlock()
@@ -78,8 +83,11 @@ func (v *verifier) wait(ctx context.Context) error {
 	}
 	select {
 	case err := <-ch:
+		// The round sent its one answer and the channel is empty again.
+		waitChans.Put(ch)
 		return err
 	case <-ctx.Done():
+		// Not returned to the pool: the round will still send into it.
 		return fmt.Errorf("%w: leadership not confirmed: %v", ErrTimeout, ctx.Err())
 	}
 }

@@ -60,6 +60,8 @@ type hbStream struct {
 	// taken yet: while some are, a reply is not flushed alone before the
 	// others of its verify round had a chance to join it.
 	unanswered atomic.Int64
+	// deadlines gives each beat its deadline context (stream_deadline.go).
+	deadlines beatDeadlines
 }
 
 // streamWork is one beat handed to a stream's worker, with its session
@@ -142,7 +144,9 @@ func (s *Server) runStream(conn net.Conn, who principal, key string) {
 	st := &hbStream{conn: conn, raw: raw, who: who, remote: conn.RemoteAddr(), refusalKey: key,
 		ctx: raftstore.WithCaller(ctx, who.caller()), cancel: cancel,
 		out: make(chan *[]byte, maxStreamInflight)}
+	st.deadlines = beatDeadlines{parent: st.ctx, timeout: s.cfg.RequestTimeout}
 	defer cancel()
+	defer st.deadlines.close()
 	if !s.trackStream(st) {
 		return
 	}
@@ -306,9 +310,9 @@ func (s *Server) streamBeat(st *hbStream, b api.Beat, sid string, dst []byte) []
 	}
 	var resp api.HeartbeatResponse
 	if err == nil {
-		ctx, cancel := context.WithTimeout(st.ctx, s.cfg.RequestTimeout)
+		ctx := st.deadlines.acquire(start)
 		resp, err = s.beat(ctx, sid, b.Body)
-		cancel()
+		st.deadlines.release(ctx)
 	}
 	var frame []byte
 	status := http.StatusOK
