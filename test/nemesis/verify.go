@@ -88,7 +88,7 @@ func (r *Run) Finish(ctx context.Context) []string {
 	acks := append([]Ack(nil), r.H.acks...)
 	r.H.mu.Unlock()
 	bad = append(bad, CheckEpochs(tasks, grants)...)
-	bad = append(bad, r.H.CheckUntouchedLeases(tasks)...)
+	bad = append(bad, r.H.CheckUntouchedLeases(tasks, r.stoppedAt)...)
 	bad = append(bad, r.H.CheckWorkerReasons(tasks, r.stoppedAt)...)
 	bad = append(bad, r.checkMembers(ctx, acks)...)
 	r.H.Logf("check", "%d operations, %d grants, %d checkpoints acknowledged, %d raw writes, %d tasks",
