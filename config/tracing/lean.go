@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -115,6 +116,10 @@ type Span struct {
 	droppedLk  int
 	events     []sdktrace.Event
 	droppedEv  int
+	// text holds the bytes of the strings SetJoinedString made: they live
+	// as long as the span is not handed out again (the exporter reads
+	// them before release).
+	text []byte
 }
 
 // Start begins a span named name of kind, child of the span context in
@@ -156,6 +161,13 @@ func (s *Span) release() {
 	}
 	// Field by field: a whole-struct reset would copy the inline array.
 	s.r, s.name, s.attrs, s.links, s.events = nil, "", nil, nil, nil
+	// No string made over text is reachable once the span is exported,
+	// so its bytes may be written again; an unusually long one is dropped
+	// rather than kept for every later span.
+	s.text = s.text[:0]
+	if cap(s.text) > maxKeptText {
+		s.text = nil
+	}
 	s.sc, s.parent, s.status = trace.SpanContext{}, trace.SpanContext{}, sdktrace.Status{}
 	s.dropped, s.droppedLk, s.droppedEv, s.recording = 0, 0, 0, false
 	r.pool.Put(s)
@@ -213,6 +225,34 @@ func (s *Span) SetAttributes(kv ...attribute.KeyValue) {
 		}
 		s.attrs = append(s.attrs, a)
 	}
+}
+
+// maxKeptText is the most text a pooled span keeps between lives.
+const maxKeptText = 1 << 10
+
+// SetJoinedString records key as the string prefix followed by rest, as
+// SetAttributes(key.String(prefix+string(rest))) would, without making
+// that string on the heap: its bytes are copied into the span's own
+// buffer, reused by the span's next life. url.full, made per request,
+// was the one allocation a traced request still made for its span.
+func (s *Span) SetJoinedString(key attribute.Key, prefix string, rest []byte) {
+	if !s.live() {
+		return
+	}
+	if len(rest) == 0 {
+		s.SetAttributes(key.String(prefix))
+		return
+	}
+	// A string made over text must not move when text grows later: one
+	// that would not fit starts a new array, and the strings made over
+	// the old one keep it alive until the span is exported.
+	n := len(prefix) + len(rest)
+	if cap(s.text)-len(s.text) < n {
+		s.text = make([]byte, 0, max(n, 2*cap(s.text), 256))
+	}
+	at := len(s.text)
+	s.text = append(append(s.text, prefix...), rest...)
+	s.SetAttributes(key.String(unsafe.String(&s.text[at], n)))
 }
 
 // index is where key sits among the attributes, or -1.

@@ -41,7 +41,7 @@ func (k *keep) exportData(_ context.Context, spans []spanData) error {
 		k.got = append(k.got, tracetest.SpanStub{
 			Name: s.Name(), SpanContext: s.SpanContext(), Parent: s.Parent(), SpanKind: s.SpanKind(),
 			StartTime: s.StartTime(), EndTime: s.EndTime(), Status: s.Status(),
-			Attributes: append([]attribute.KeyValue(nil), s.Attributes()...), Links: append([]sdktrace.Link(nil), s.Links()...),
+			Attributes: cloneAttrs(s.Attributes()), Links: append([]sdktrace.Link(nil), s.Links()...),
 			Events: append([]sdktrace.Event(nil), s.Events()...), DroppedAttributes: s.DroppedAttributes(),
 			DroppedLinks: s.DroppedLinks(), DroppedEvents: s.DroppedEvents(),
 			Resource: s.Resource(), InstrumentationScope: s.InstrumentationScope()})
@@ -50,6 +50,21 @@ func (k *keep) exportData(_ context.Context, spans []spanData) error {
 }
 
 func (*keep) Shutdown(context.Context) error { return nil }
+
+// cloneAttrs copies kv with its strings: a Recorder's span may make a
+// string over its own buffer (SetJoinedString), valid until the span is
+// exported and reused, so a keeper must copy what it keeps, as the OTLP
+// encoder copies the bytes into its request.
+func cloneAttrs(kv []attribute.KeyValue) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, len(kv))
+	for _, a := range kv {
+		if a.Value.Type() == attribute.STRING {
+			a.Value = attribute.StringValue(strings.Clone(a.Value.AsString()))
+		}
+		out = append(out, a)
+	}
+	return out
+}
 
 func (k *keep) spans() []tracetest.SpanStub {
 	k.mu.Lock()
@@ -247,6 +262,10 @@ func TestRecorderPoolNeverMixesSpans(t *testing.T) {
 				id := fmt.Sprintf("%d-%d", w, i)
 				s := p.rec.Start(context.Background(), id, trace.SpanKindClient)
 				s.SetAttributes(attribute.String("id", id))
+				s.SetJoinedString("url.full", "http://", []byte(id))
+				if i%5 == 0 { // past the span's text buffer: a new array
+					s.SetJoinedString("long", strings.Repeat("L", 300), []byte(id))
+				}
 				if i%3 == 0 {
 					s.SetAttributes(attribute.String("third", id))
 					s.SetStatus(codes.Error, id)
@@ -260,8 +279,12 @@ func TestRecorderPoolNeverMixesSpans(t *testing.T) {
 	got := p.lean.spans()
 	require.Len(t, got, workers*each)
 	for _, s := range got {
-		want := []attribute.KeyValue{attribute.String("id", s.Name)}
-		if n := s.Name[strings.IndexByte(s.Name, '-')+1:]; n != "" && atoi(n)%3 == 0 {
+		want := []attribute.KeyValue{attribute.String("id", s.Name), attribute.String("url.full", "http://"+s.Name)}
+		n := s.Name[strings.IndexByte(s.Name, '-')+1:]
+		if atoi(n)%5 == 0 {
+			want = append(want, attribute.String("long", strings.Repeat("L", 300)+s.Name))
+		}
+		if atoi(n)%3 == 0 {
 			want = append(want, attribute.String("third", s.Name))
 			require.Equal(t, sdktrace.Status{Code: codes.Error, Description: s.Name}, s.Status)
 		} else {
@@ -269,6 +292,35 @@ func TestRecorderPoolNeverMixesSpans(t *testing.T) {
 		}
 		require.Equal(t, want, s.Attributes, s.Name)
 	}
+}
+
+// A string SetJoinedString made stays what it was when the span's buffer
+// grows for a later one, and the joined value is what the SDK's
+// SetAttributes of the same string records.
+func TestJoinedStringsSurviveTheBufferGrowing(t *testing.T) {
+	p := newLeanPair(t, sdktrace.AlwaysSample())
+	s := p.rec.Start(context.Background(), "GET", trace.SpanKindClient)
+	want := map[attribute.Key]string{}
+	for i := range 40 {
+		k := attribute.Key(fmt.Sprintf("k%d", i))
+		rest := []byte(strings.Repeat(string(rune('a'+i%26)), 10*i))
+		s.SetJoinedString(k, "p:", rest)
+		want[k] = "p:" + string(rest)
+		if len(rest) > 0 {
+			rest[0] = '!' // the caller's bytes are copied, not kept
+		}
+	}
+	s.SetJoinedString("empty", "only-prefix", nil)
+	want["empty"] = "only-prefix"
+	for _, a := range s.Attributes() {
+		require.Equal(t, want[a.Key], a.Value.AsString(), a.Key)
+	}
+	require.Len(t, s.Attributes(), len(want))
+	s.End()
+	p.flush(t)
+	got := p.lean.spans()
+	require.Len(t, got, 1)
+	require.Len(t, got[0].Attributes, len(want))
 }
 
 func atoi(s string) int {

@@ -126,7 +126,7 @@ func readHTTPSettings(endpoint string) (httpSettings, error) {
 func (s httpSettings) client() *http.Client {
 	transport := &http.Transport{
 		Proxy:                 noProxy,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           pooledCopyDial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
 		IdleConnTimeout:       90 * time.Second,

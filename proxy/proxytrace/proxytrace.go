@@ -195,7 +195,11 @@ func (r *Request) Target(tls bool, uri []byte, hostPort string) {
 	if tls {
 		scheme = "https://"
 	}
-	r.add(semconv.URLFull(scheme + string(uri)))
+	if r.lean != nil {
+		r.lean.SetJoinedString(semconv.URLFullKey, scheme, uri)
+	} else {
+		r.add(semconv.URLFull(scheme + string(uri)))
+	}
 	if host, port, ok := fasthttptrace.SplitHostPort(hostPort); ok {
 		r.add(semconv.ServerAddress(host))
 		r.add(semconv.ServerPort(port))

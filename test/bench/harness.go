@@ -232,11 +232,19 @@ func (h *harness) proxies() {
 	defer up.stop(syscall.SIGTERM, 5*time.Second)
 	targets := []httpTarget{{name: pathDirect, addr: upAddr, tls: upTLS.directTLS()}}
 	if h.fp != nil && hasSubcommand(h.fpBin, "sidecar") {
-		p, addr, err := startSidecar(h.fpBin, h.dir, upAddr, h.fp.endpoints(), upTLS, &h.ps)
+		p, addr, err := startSidecar(h.fpBin, h.dir, upAddr, h.fp.endpoints(), upTLS, nil, &h.ps)
 		if err != nil {
 			h.skip("fencepost sidecar", err)
 		} else {
 			targets = append(targets, httpTarget{name: pathSidecar, addr: addr, absolute: true, proc: p})
+		}
+		if upTLS == nil {
+			if t, sink, err := h.tracedSidecar(upAddr); err != nil {
+				h.skip(pathTraced, err)
+			} else {
+				defer sink.close()
+				targets = append(targets, t)
+			}
 		}
 	} else {
 		h.skip("fencepost sidecar", fmt.Errorf("no cluster or no sidecar subcommand"))

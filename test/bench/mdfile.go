@@ -205,7 +205,11 @@ with other work it drifts much less than throughput does, so it is the better fi
    where nginx reads on epoll readiness. Where the bare forwarder itself sits above 1.2× nginx's CPU per request,
    the CPU target is below what fasthttp on Go's netpoller reaches on this machine. The fixed-rate latencies are
    bound by wake-up latency on 2 shared cores: every
-   proxy adds two hops, and nginx's added p50 is of the same order as the sidecar's.
+   proxy adds two hops, and nginx's added p50 is of the same order as the sidecar's. Tracing (issue 25): the
+   "fencepost sidecar traced" path is a second sidecar, its own process, with ` + "`tracing.exporter: otlp`" + ` and
+   ` + "`sampler: always_on`" + `, exporting OTLP/HTTP protobuf to a receiver in the load generator (which reads and
+   counts each post, so a collector's work is not the sidecar's); beside the untraced sidecar in the same reps it
+   prices a span per request, its export included (plaintext pass only).
 6. **memory** — RSS (VmRSS from /proc) of every node before and after taking N leases (fencepost: one session
    per 100 leases, acquire with create; etcd: lease grant + task key, as in workload 1), after a 2 s settle.
    bytes/lease = RSS growth / leases, split into anonymous memory (heap, stacks) and file-backed pages (the raft

@@ -60,6 +60,8 @@ func proxyBench(res *Results, plan Plan, targets []httpTarget, upstream string) 
 		for _, peer := range []string{pathNginx, pathSquid, pathBare} {
 			res.row(wlProxy, maxCase, "proxy CPU µs/req", false, pathSidecar, peer, cpuPerOp)
 		}
+		res.row(wlProxy, maxCase, "req/s", true, pathTraced, pathSidecar, rate)
+		res.row(wlProxy, maxCase, "proxy CPU µs/req", false, pathTraced, pathSidecar, cpuPerOp)
 		for _, peer := range []string{pathNginx, pathSquid, pathBare} {
 			res.row(wlProxy, fixCase, "added p50 µs", false, pathSidecar, peer, extra("added p50 µs"))
 			res.row(wlProxy, fixCase, "added p99 µs", false, pathSidecar, peer, extra("added p99 µs"))
@@ -110,9 +112,14 @@ func rotate(ts []httpTarget, k int) []httpTarget {
 // session, acquires task (profile bench) and heartbeats for it, so the
 // proxy forwards writes. With up set it originates TLS to the upstream
 // (tls.originate); in the TLS pass it reaches the cluster over TLS with a
-// sidecar certificate. It is ready once a POST through it succeeds.
-func startSidecar(bin, dir, upstream string, cluster []string, up *upstreamTLS, ps *ports) (*proc, string, error) {
+// sidecar certificate. With sink set it traces every request to it
+// (pathTraced) and lives in its own directory. It is ready once a POST
+// through it succeeds.
+func startSidecar(bin, dir, upstream string, cluster []string, up *upstreamTLS, sink *otlpSink, ps *ports) (*proc, string, error) {
 	d := filepath.Join(dir, "sidecar")
+	if sink != nil {
+		d = filepath.Join(dir, "sidecar-traced")
+	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return nil, "", err
 	}
@@ -124,7 +131,7 @@ func startSidecar(bin, dir, upstream string, cluster []string, up *upstreamTLS, 
 	}
 	conf := fmt.Sprintf("cluster: [%s]\nworker_id: %s\nproxy_addr: %s\ncontrol_addr: %s\ntask: sidecar-task-%d\nprofile: %s\nlog:\n  level: warn\n",
 		strings.Join(cluster, ", "), worker, proxyAddr, control, time.Now().UnixNano(), benchProfile)
-	conf += up.sidecarTLS(upstream) + sec.sidecarClusterTLS()
+	conf += up.sidecarTLS(upstream) + sec.sidecarClusterTLS() + sink.tracingYAML()
 	cf := filepath.Join(d, "sidecar.yaml")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		return nil, "", err

@@ -250,6 +250,9 @@ func buildGoals(res *Results) {
 			peerLatency(p99Peer)),
 	)
 	res.Goals = append(res.Goals, proxyGoals27(res)...)
+	if g := tracedGoal(res); g.Status != "not measured" {
+		res.Goals = append(res.Goals, g)
+	}
 	mem := fmt.Sprintf("%d leases", res.Settings.MemLeases)
 	var perLease []float64
 	var live []string
