@@ -295,8 +295,8 @@ func TestRecorderPoolNeverMixesSpans(t *testing.T) {
 }
 
 // A string SetJoinedString made stays what it was when the span's buffer
-// grows for a later one, and the joined value is what the SDK's
-// SetAttributes of the same string records.
+// grows for a later one, the caller's bytes are copied rather than kept,
+// and the export carries every joined attribute.
 func TestJoinedStringsSurviveTheBufferGrowing(t *testing.T) {
 	p := newLeanPair(t, sdktrace.AlwaysSample())
 	s := p.rec.Start(context.Background(), "GET", trace.SpanKindClient)

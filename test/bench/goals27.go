@@ -133,9 +133,9 @@ func proxyGoals27(res *Results) []Goal {
 // c·streamWindow beats in flight where the unary path keeps c, so by
 // Little's law (mean time in the system = in flight / throughput) its
 // mean latency is about that many in flight over its rate (the load keeps
-// its windows full), whatever the server
-// does with each beat. Equal latency would need the stream's throughput
-// streamWindow times the unary path's.
+// its windows full), whatever the server does with each beat. Equal
+// latency would need the stream's throughput streamWindow times the unary
+// path's.
 func hbLatencyBound(res *Results, c int) string {
 	cs := fmt.Sprintf("C=%d", c)
 	st, un := runValues(res, wlHeartbeat, cs, sysFP, rate), runValues(res, wlHeartbeat, cs, sysFPUnary, rate)

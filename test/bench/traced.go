@@ -21,7 +21,10 @@ const pathTraced = "fencepost sidecar traced"
 
 // otlpSink accepts OTLP/HTTP trace exports and counts their bytes, as a
 // collector's receiver would before it decodes: it reads each body whole
-// and answers 200 with an empty ExportTraceServiceResponse.
+// and answers 200 with an empty ExportTraceServiceResponse. Its one
+// caller is the harness's traced sidecar: it listens on 127.0.0.1 only,
+// for the harness's lifetime, and answers anything but POST /v1/traces
+// with 404 (TestOTLPSinkTakesOnlyTraceExports).
 type otlpSink struct {
 	srv   *http.Server
 	addr  string
