@@ -51,18 +51,22 @@ func (lb *leaseBench) heartbeats() error {
 		for rep := 1; rep <= lb.plan.Reps; rep++ {
 			// The stream (the sidecar's default) and unary heartbeats,
 			// alternating within the rep so their ratio is same-run.
-			m := lb.fpHeartbeatStream(c, sids, held)
-			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysFP, Rep: rep, Measure: m,
-				Extra: map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}})
-			logf("%s %s fencepost stream rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms p99 %.2fms cpu %.1fµs/hb errs %d %s", wlHeartbeat, cs, rep, m.Rate, m.Rate*float64(L), ms(m.P50), ms(m.P99), m.ServerUsPerOp, m.Errors, m.FirstEr)
-
-			m = lb.fpHeartbeat(c, sids, held)
-			lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: sysFPUnary, Rep: rep, Measure: m,
-				Extra: map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}})
-			logf("%s %s fencepost unary rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms p99 %.2fms cpu %.1fµs/hb errs %d %s", wlHeartbeat, cs, rep, m.Rate, m.Rate*float64(L), ms(m.P50), ms(m.P99), m.ServerUsPerOp, m.Errors, m.FirstEr)
+			for _, fp := range []struct {
+				system string
+				run    func(int, []string, [][]fpHeld) Measure
+			}{{sysFP, lb.fpHeartbeatStream}, {sysFPUnary, lb.fpHeartbeat}} {
+				rounds := lb.verifyRounds()
+				m := fp.run(c, sids, held)
+				extra := map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}
+				lb.addRounds(extra, rounds, m)
+				lb.res.add(Run{Workload: wlHeartbeat, Case: cs, System: fp.system, Rep: rep, Measure: m, Extra: extra})
+				logf("%s %s %s rep %d: %.0f hb/s (%.0f renewals/s) p50 %.2fms p99 %.2fms cpu %.1fµs/hb, %.1f beats per verify round of %.2fms, errs %d %s",
+					wlHeartbeat, cs, fp.system, rep, m.Rate, m.Rate*float64(L), ms(m.P50), ms(m.P99), m.ServerUsPerOp,
+					extra[extraBeatsPerRound], extra[extraRoundMs], m.Errors, m.FirstEr)
+			}
 
 			var next atomic.Int64
-			m = metered(lb.etcdPids(), func() Measure {
+			m := metered(lb.etcdPids(), func() Measure {
 				return closedLoop(c, lb.plan.Dur, lb.plan.MaxOps, func(ctx context.Context, w int) error {
 					id := ids[int(next.Add(1))%len(ids)]
 					octx, cancel := context.WithTimeout(ctx, opTimeout)
@@ -311,12 +315,23 @@ func streamWorker(ctx context.Context, conn net.Conn, frames [][]byte, held [][]
 	pending := map[uint64]inflight{}
 	slots := make(chan struct{}, streamWindow)
 	stop := make(chan struct{})
+	senderDone := make(chan struct{})
 	go func() {
 		<-ctx.Done()
 		close(stop)
 		_ = conn.SetReadDeadline(time.Now().Add(opTimeout)) // replies still due may come
+		<-senderDone
+		// The receiver looks for the sender's end only after a reply: when
+		// the last reply came before the sender ended, no reply is due
+		// and the receiver is woken here, or it would wait out the
+		// deadline and the run would count those seconds as its own.
+		mu.Lock()
+		idle := len(pending) == 0
+		mu.Unlock()
+		if idle {
+			_ = conn.SetReadDeadline(time.Now())
+		}
 	}()
-	senderDone := make(chan struct{})
 	go func() {
 		defer close(senderDone)
 		bw := bufio.NewWriter(conn)
@@ -397,18 +412,49 @@ func checkBeatReply(status uint16, body []byte, n int) error {
 	if status != http.StatusOK {
 		return &statusError{code: int(status), body: string(body)}
 	}
-	var r fpHeartbeatReply
-	if err := json.Unmarshal(body, &r); err != nil {
+	var r beatReply
+	if err := r.decodeBody(body); err != nil {
 		return err
 	}
-	got := 0
-	for _, l := range r.Leases {
-		if l.ValidForMs > 0 && (l.Signal == "" || l.Signal == "revived") {
-			got++
-		}
-	}
-	if got < n {
-		return fmt.Errorf("heartbeat renewed %d of %d leases", got, n)
+	if r.renewed < n {
+		return fmt.Errorf("heartbeat renewed %d of %d leases", r.renewed, n)
 	}
 	return nil
+}
+
+// The Extra keys of a fencepost heartbeat run's verify rounds.
+const (
+	extraBeatsPerRound = "beats/verify round"
+	extraRoundMs       = "ms/verify round"
+)
+
+// verifyRounds is the leader's count of VerifyLeader rounds
+// (fencepost_cluster_verify_leader_rounds_total); -1 when unreadable.
+func (lb *leaseBench) verifyRounds() float64 {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if sec != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: sec.fpOperator}
+	}
+	v, err := scrapeMetric(hc, scheme()+lb.fpTarget(), "fencepost_cluster_verify_leader_rounds_total")
+	if err != nil {
+		logf("%s: verify rounds: %v", wlHeartbeat, err)
+		return -1
+	}
+	return v
+}
+
+// addRounds records how many beats one VerifyLeader round answered and
+// how long a round lasted on average in m's run, which began when the
+// leader had run before rounds: the rounds run back to back while beats
+// wait, so the run's length over its rounds is the round's length, and a
+// beat waits for up to two of them (the one running when it arrives and
+// its own).
+func (lb *leaseBench) addRounds(extra map[string]float64, before float64, m Measure) {
+	after := lb.verifyRounds()
+	if before < 0 || after <= before || m.Ops == 0 {
+		return
+	}
+	n := after - before
+	extra[extraBeatsPerRound] = float64(m.Ops) / n
+	extra[extraRoundMs] = m.Elapsed.Seconds() * 1000 / n
 }

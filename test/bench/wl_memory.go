@@ -129,23 +129,32 @@ func liveHeapOf(hc *http.Client, base, system string) (int64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("heap profile: HTTP %d", resp.StatusCode)
 	}
-	resp, err = hc.Get(base + "/metrics")
+	v, err := scrapeMetric(hc, base, "go_memstats_heap_alloc_bytes")
+	return int64(v), err
+}
+
+// scrapeMetric reads the value of the unlabelled sample name from the
+// /metrics page at base.
+func scrapeMetric(hc *http.Client, base, name string) (float64, error) {
+	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/metrics: HTTP %d", resp.StatusCode)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_alloc_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f), err
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("no go_memstats_heap_alloc_bytes in /metrics")
+	return 0, fmt.Errorf("no %s in /metrics", name)
 }
 
 // memoryLoad measures workload 6 on one cluster. It takes a tenth of the
