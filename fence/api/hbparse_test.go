@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -125,4 +126,38 @@ func BenchmarkParseHeartbeatResponse(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestParseHeartbeatRequestSizesTheListOnce: the leader parses a request
+// per heartbeat, so its lease list is reserved once, not grown by
+// doubling (five allocations for ten leases). What is left is one string
+// per task id, the list and the cursor.
+func TestParseHeartbeatRequestSizesTheListOnce(t *testing.T) {
+	const n = 10
+	body := []byte(`{"leases":[`)
+	for i := range n {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = fmt.Appendf(body, `{"taskId":"task-number-%03d","epoch":%d}`, i, 100+i)
+	}
+	body = append(body, "]}"...)
+	req, ok := ParseHeartbeatRequest(body)
+	require.True(t, ok)
+	require.Len(t, req.Leases, n)
+	allocs := testing.AllocsPerRun(100, func() { ParseHeartbeatRequest(body) })
+	require.LessOrEqual(t, allocs, float64(n+2), "allocations for a request of %d leases", n)
+}
+
+// TestParseListHintIsCapped: a body of braces does not make the parser
+// reserve a list for each of them.
+func TestParseListHintIsCapped(t *testing.T) {
+	body := []byte(`{"leases":[{"taskId":"a","epoch":1}],"x":"` + strings.Repeat("{", 100_000) + `"}`)
+	_, ok := ParseHeartbeatRequest(body)
+	require.False(t, ok, "an unknown key is not the plain shape")
+	p := &cursor{b: []byte(`[{"taskId":"a","epoch":1}]` + strings.Repeat("{", 100_000))}
+	out, ok := parseList(p, (*cursor).held)
+	require.True(t, ok)
+	require.Len(t, out, 1)
+	require.LessOrEqual(t, cap(out), maxListHint)
 }

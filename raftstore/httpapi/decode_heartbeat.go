@@ -8,10 +8,14 @@ import (
 // the plain shape sidecars send is parsed by hand (api.ParseHeartbeatRequest,
 // which says why), anything else goes to decodeBody, which decides and
 // words the error. FuzzDecodeHeartbeat holds the two to the same result.
-func decodeHeartbeat(body []byte, req *api.HeartbeatRequest) error {
+//
+// The request is returned by value: the leader decodes one per heartbeat,
+// and only the encoding/json path needs it on the heap.
+func decodeHeartbeat(body []byte) (api.HeartbeatRequest, error) {
 	if r, ok := api.ParseHeartbeatRequest(body); ok {
-		*req = r
-		return nil
+		return r, nil
 	}
-	return decodeBody(body, req)
+	var req api.HeartbeatRequest
+	err := decodeBody(body, &req)
+	return req, err
 }

@@ -39,8 +39,8 @@ func TestDecodeRefusesAmbiguousKeys(t *testing.T) {
 		`{"leases":[{"TaskID":"a","epoch":1}]}`,
 		`{"leases":[{"taskId":"a","epoch":1,"epoch":2}]}`,
 	} {
-		var hb api.HeartbeatRequest
-		require.Error(t, decodeHeartbeat([]byte(b), &hb), b)
+		_, err := decodeHeartbeat([]byte(b))
+		require.Error(t, err, b)
 	}
 }
 

@@ -49,8 +49,8 @@ func (s *Server) heartbeat(c *call) (int, any, error) {
 // beat decodes, checks and runs one heartbeat, unary or streamed: the one
 // place a heartbeat's body is judged. ctx carries the caller.
 func (s *Server) beat(ctx context.Context, sid string, body []byte) (api.HeartbeatResponse, error) {
-	var req api.HeartbeatRequest
-	if err := decodeHeartbeat(body, &req); err != nil {
+	req, err := decodeHeartbeat(body)
+	if err != nil {
 		return api.HeartbeatResponse{}, err
 	}
 	if err := requireIDs("session id", sid); err != nil {
