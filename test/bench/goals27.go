@@ -147,5 +147,18 @@ func hbLatencyBound(res *Results, c int) string {
 		"so at %s and %s heartbeats/s the mean time a beat spends in the system is about %s ms against %s ms (in flight over throughput); "+
 		"the same p99 would need %.0f× the unary throughput, the stream has %.2f×",
 		inSt, c, streamWindow, inUn, num(median(st)), num(median(un)),
-		num(1000*inSt/median(st)), num(1000*inUn/median(un)), inSt/inUn, median(st)/median(un))
+		num(1000*inSt/median(st)), num(1000*inUn/median(un)), inSt/inUn, median(st)/median(un)) + equalInflight(res, cs)
+}
+
+// equalInflight is the stream's latency against the unary path's with as
+// many beats in flight (one per stream, as a sidecar sends them), from the
+// same reps; "" when that run is missing.
+func equalInflight(res *Results, cs string) string {
+	s1, un := res.values(wlHeartbeat, cs, sysFPStream1, p99ms), res.values(wlHeartbeat, cs, sysFPUnary, p99ms)
+	s1p50, unp50 := res.values(wlHeartbeat, cs, sysFPStream1, p50ms), res.values(wlHeartbeat, cs, sysFPUnary, p50ms)
+	if len(s1) == 0 || len(un) == 0 || len(s1p50) == 0 || len(unp50) == 0 || median(un) <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(". With one beat in flight per stream, as many as the unary path has, the stream's p99 is %s ms against %s ms (%.2f×), p50 %s against %s ms",
+		num(median(s1)), num(median(un)), median(s1)/median(un), num(median(s1p50)), num(median(unp50)))
 }

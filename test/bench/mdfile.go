@@ -153,22 +153,25 @@ with other work it drifts much less than throughput does, so it is the better fi
 2. **heartbeats** — fencepost: S sessions each holding L leases; one heartbeat renews the session and all L
    leases, in the leader's memory after a VerifyLeader round (no raft entry); the request names the L leases and
    the reply answers for each. The harness encodes each session's heartbeat body once, as a sidecar may (the list
-   only changes when a lease does), and decodes every reply with encoding/json, counting only replies that renew
-   all L leases. etcd: one lease per task, S·L leases; one keepalive renews one lease. "KeepAliveOnce" is the
+   only changes when a lease does), and decodes every reply with the sidecar's own parser (fence/api, encoding/json for
+   any other shape), counting only replies that renew all L leases. etcd: one lease per task, S·L leases; one keepalive renews one lease. "KeepAliveOnce" is the
    client's unary form (a short stream per call); "keepalive stream" keeps long-lived LeaseKeepAlive streams with
    up to 8 requests in flight each. renewals/s = heartbeats/s × L for fencepost and keepalives/s for etcd, so with
    L = 10 the renewals ratio is ten times the heartbeats ratio, whatever either side does. "fencepost" is the
    sidecar's default transport since issue 27: one long-lived stream per member (an HTTP/1.1 upgrade on the API
    port, length-prefixed beats around the unary JSON body), shaped like etcd's stream (64 streams at C=64, up to
-   8 beats in flight each); "fencepost unary" is one HTTP request per beat. Bound: CPU — server and load generator
+   8 beats in flight each); "fencepost stream, 1 in flight" is the same streams with one beat in flight each, as a
+   sidecar sends them and as many in flight as "fencepost unary", one HTTP request per beat, so the two latencies
+   compare without the full window's deeper queue. Each fencepost run records beats per VerifyLeader round and the
+   round's length (the leader's fencepost_cluster_verify_leader_rounds_total before and after). Bound: CPU — server and load generator
    together use both cores (CPU table). A CPU profile of the fencepost leader at C=64 (` + "`go run . --only 2 --profile DIR`" + `)
    puts about a fifth of its time in walking the session's L leases (one task-map lookup per lease, mostly cache
    misses at 10,000 leases), a tenth in building and sorting the per-lease answers, about 15 % in the socket
    syscalls and the rest in the per-beat goroutine, rate limit, owner check, metrics and its share of a
    VerifyLeader round; the body's decode and the reply's encode are hand-written and small. etcd's keepalive
    answers for one lease; a fencepost beat answers for L, so the per-beat cost grows with L while etcd's per
-   keepalive does not. Renewing is one map write per heartbeat, whatever L is. The load generator's share (JSON
-   encode and decode) is in the CPU table.
+   keepalive does not. Renewing is one map write per heartbeat, whatever L is. The load generator's share (reply
+   decoding) is in the CPU table.
 3. **fenced checkpoint writes** — a write that must only land while the writer still holds the lease.
    fencepost: ` + "`POST /v1/tasks/{id}/checkpoint`" + ` carrying the epoch (256-byte payload). etcd: a txn comparing the lock
    key's create revision (the holder's token) and then putting the checkpoint key (256 bytes). One raft entry on

@@ -21,6 +21,11 @@ import (
 // in this workload is the heartbeat stream, the sidecar's default.
 const sysFPUnary = "fencepost unary"
 
+// sysFPStream1 is the heartbeat stream with one beat in flight per stream,
+// as a sidecar sends them: as many beats in flight as the unary path, so
+// their latencies compare without the deeper queue of the full window.
+const sysFPStream1 = "fencepost stream, 1 in flight"
+
 // heartbeats runs workload 2. Fencepost: S sessions each holding L leases;
 // one heartbeat renews a session and all its leases. etcd: S·L leases (a
 // task lease is an etcd lease there); one keepalive renews one lease, sent
@@ -54,7 +59,7 @@ func (lb *leaseBench) heartbeats() error {
 			for _, fp := range []struct {
 				system string
 				run    func(int, []string, [][]fpHeld) Measure
-			}{{sysFP, lb.fpHeartbeatStream}, {sysFPUnary, lb.fpHeartbeat}} {
+			}{{sysFP, lb.fpHeartbeatStream(streamWindow)}, {sysFPStream1, lb.fpHeartbeatStream(1)}, {sysFPUnary, lb.fpHeartbeat}} {
 				rounds := lb.verifyRounds()
 				m := fp.run(c, sids, held)
 				extra := map[string]float64{"renewals/s": m.Rate * float64(L), "cpu µs/renewal": m.ServerUsPerOp / float64(L)}
@@ -98,6 +103,9 @@ func (lb *leaseBench) heartbeats() error {
 		// etcd's unary form.
 		lb.res.row(wlHeartbeat, cs, "heartbeats/s", true, sysFPUnary, sysEtcdUnary, rate)
 		lb.res.row(wlHeartbeat, cs, "p99 ms", false, sysFPUnary, sysEtcdUnary, p99ms)
+		lb.res.row(wlHeartbeat, cs, "heartbeats/s", true, sysFPStream1, sysFPUnary, rate)
+		lb.res.row(wlHeartbeat, cs, "p50 ms", false, sysFPStream1, sysFPUnary, p50ms)
+		lb.res.row(wlHeartbeat, cs, "p99 ms", false, sysFPStream1, sysFPUnary, p99ms)
 		lb.res.row(wlHeartbeat, cs, "server CPU µs/renewal", false, sysFPUnary, sysEtcdUnary, extra("cpu µs/renewal"))
 	}
 	return nil
@@ -210,10 +218,16 @@ const (
 	fpStreamProtocol = "fencepost-heartbeat/1"
 )
 
-// fpHeartbeatStream sends heartbeats on c streams to the leader, each
-// with up to streamWindow in flight, round-robin over the sessions; only a
-// reply renewing every lease named counts.
-func (lb *leaseBench) fpHeartbeatStream(c int, sids []string, held [][]fpHeld) Measure {
+// fpHeartbeatStream returns a run that sends heartbeats on c streams to
+// the leader, each with up to window in flight, round-robin over the
+// sessions; only a reply renewing every lease named counts.
+func (lb *leaseBench) fpHeartbeatStream(window int) func(int, []string, [][]fpHeld) Measure {
+	return func(c int, sids []string, held [][]fpHeld) Measure { return lb.fpStreamRun(c, window, sids, held) }
+}
+
+// fpStreamRun is fpHeartbeatStream's run: c streams, window beats in
+// flight on each.
+func (lb *leaseBench) fpStreamRun(c, window int, sids []string, held [][]fpHeld) Measure {
 	if len(sids) == 0 {
 		return errNoFP
 	}
@@ -253,7 +267,7 @@ func (lb *leaseBench) fpHeartbeatStream(c int, sids []string, held [][]fpHeld) M
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				streamWorker(ctx, conns[w], frames, held, lats[w], &sent, &errs, &next, &firstErr, lb.plan.MaxOps)
+				streamWorker(ctx, conns[w], window, frames, held, lats[w], &sent, &errs, &next, &firstErr, lb.plan.MaxOps)
 			}()
 		}
 		wg.Wait()
@@ -302,9 +316,9 @@ type bufConn struct {
 
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// streamWorker drives one stream: a sender keeps up to streamWindow beats
+// streamWorker drives one stream: a sender keeps up to window beats
 // in flight, the receiver times and checks each reply.
-func streamWorker(ctx context.Context, conn net.Conn, frames [][]byte, held [][]fpHeld, lat *latencies,
+func streamWorker(ctx context.Context, conn net.Conn, window int, frames [][]byte, held [][]fpHeld, lat *latencies,
 	sent, errs, next *atomic.Int64, firstErr *atomic.Value, maxOps int64) {
 	defer conn.Close()
 	type inflight struct {
@@ -313,7 +327,7 @@ func streamWorker(ctx context.Context, conn net.Conn, frames [][]byte, held [][]
 	}
 	var mu sync.Mutex
 	pending := map[uint64]inflight{}
-	slots := make(chan struct{}, streamWindow)
+	slots := make(chan struct{}, window)
 	stop := make(chan struct{})
 	senderDone := make(chan struct{})
 	go func() {
