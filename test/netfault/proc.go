@@ -111,13 +111,22 @@ func RemoveBinary() {
 // handed out for ":0" is also one it may hand to an outgoing connection's
 // source before the child binds it (EADDRINUSE, seen as a child that never
 // listens), and the suites open thousands of connections. Ports are drawn
-// at random and tried until one binds; ":0" is the fallback.
+// at random and tried until one binds; ":0" is the fallback. A port is
+// handed out once per process: the port is free again as soon as it is
+// returned, so a later draw could name it again for another child of the
+// same system before the first binds it (two dozen ports from 16,384 meet
+// by chance about once in seventy systems, seen as a sidecar that cannot
+// listen on a port its neighbour took).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
 	if lo := ephemeralLow(); lo > 2048 {
 		span := min(lo-1024, 16384)
 		for range 64 {
-			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(lo-1-rand.IntN(span))))
+			p := lo - 1 - rand.IntN(span)
+			if !handOut(p) {
+				continue
+			}
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 			if err == nil {
 				addr := ln.Addr().String()
 				_ = ln.Close()
@@ -132,6 +141,26 @@ func FreeAddr(tb testing.TB) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
+}
+
+// handedOut is every port FreeAddr drew in this process.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// handOut records port p as drawn; false when it was drawn before.
+func handOut(p int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[p] {
+		return false
+	}
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
+	handedOut.ports[p] = true
+	return true
 }
 
 // ephemeralLow is the lowest port the kernel picks for outgoing

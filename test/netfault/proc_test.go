@@ -102,3 +102,17 @@ func TestBinaryBuildsAndRuns(t *testing.T) {
 	require.NoError(t, p.ExitErr(), "output: %s", p.Logs())
 	require.True(t, strings.HasPrefix(p.Logs(), "fencepost "), "output: %q", p.Logs())
 }
+
+// TestFreeAddrNeverRepeats: a system asks for two dozen ports before its
+// children bind any, so FreeAddr must not name a port twice. Two thousand
+// random draws from its range would repeat about a hundred times.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]int{}
+	for i := range 2000 {
+		a := FreeAddr(t)
+		if j, dup := seen[a]; dup {
+			t.Fatalf("draw %d returned %s, already returned by draw %d", i, a, j)
+		}
+		seen[a] = i
+	}
+}
