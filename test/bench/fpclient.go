@@ -29,16 +29,6 @@ type fpHeld struct {
 	Epoch  uint64 `json:"epoch"`
 }
 
-// fpHeartbeatReply is the reply to a heartbeat.
-type fpHeartbeatReply struct {
-	ValidForMs int64 `json:"validForMs"`
-	Leases     []struct {
-		TaskID     string `json:"taskId"`
-		ValidForMs int64  `json:"validForMs"`
-		Signal     string `json:"signal"`
-	} `json:"leases"`
-}
-
 // fpGrant is the part of a grant the harness reads.
 type fpGrant struct {
 	Lease struct {
@@ -260,13 +250,8 @@ type beatReply struct{ renewed int }
 func (r *beatReply) decodeBody(body []byte) error {
 	resp, ok := api.ParseHeartbeatResponse(body)
 	if !ok {
-		var slow fpHeartbeatReply
-		if err := json.Unmarshal(body, &slow); err != nil {
+		if err := json.Unmarshal(body, &resp); err != nil {
 			return err
-		}
-		resp.Leases = make([]api.LeaseState, len(slow.Leases))
-		for i, l := range slow.Leases {
-			resp.Leases[i] = api.LeaseState{TaskID: l.TaskID, ValidForMs: l.ValidForMs, Signal: l.Signal}
 		}
 	}
 	r.renewed = 0

@@ -32,7 +32,7 @@ func issue27Goals(res *Results) []Goal {
 // exceed a share of the peer's.
 func runGoal(res *Results, target, wl, cs, ours, peer string, f func(Run) float64, unit string, want float64) Goal {
 	g := Goal{Target: target, Status: "not measured", Figure: "—"}
-	a, b := runValues(res, wl, cs, ours, f), runValues(res, wl, cs, peer, f)
+	a, b := res.values(wl, cs, ours, f), res.values(wl, cs, peer, f)
 	if len(a) == 0 || len(b) == 0 || median(b) <= 0 {
 		return g
 	}
@@ -40,17 +40,6 @@ func runGoal(res *Results, target, wl, cs, ours, peer string, f func(Run) float6
 	g.Figure = fmt.Sprintf("%.2f× (%s vs %s %s, %s vs %s)", x, num(median(a)), num(median(b)), unit, ours, peer)
 	g.Status = status(x <= want)
 	return g
-}
-
-// runValues collects f over the successful runs of one system at a point.
-func runValues(res *Results, wl, cs, sys string, f func(Run) float64) []float64 {
-	var xs []float64
-	for _, r := range res.Runs {
-		if r.Workload == wl && r.Case == cs && r.System == sys && !r.Failed {
-			xs = append(xs, f(r))
-		}
-	}
-	return xs
 }
 
 // liveHeapGoal compares the live heap per lease of the worst fencepost
@@ -109,12 +98,12 @@ func proxyGoals27(res *Results) []Goal {
 		fixCase := fmt.Sprintf("%s at %.0f req/s", pc.method, res.Settings.FixedRate)
 		g := runGoal(res, "", wlProxy, maxCase, pathSidecar, pathNginx, cpu, "µs CPU/req "+pc.method, 1.2)
 		cpuGoals = append(cpuGoals, g)
-		if sc, bare := runValues(res, wlProxy, maxCase, pathSidecar, cpu), runValues(res, wlProxy, maxCase, pathBare, cpu); len(sc) > 0 && len(bare) > 0 && median(bare) > 0 {
+		if sc, bare := res.values(wlProxy, maxCase, pathSidecar, cpu), res.values(wlProxy, maxCase, pathBare, cpu); len(sc) > 0 && len(bare) > 0 && median(bare) > 0 {
 			floor = append(floor, fmt.Sprintf("%s: the bare fasthttp forwarder takes %s µs CPU/req, the sidecar %.2f× that",
 				pc.method, num(median(bare)), median(sc)/median(bare)))
 		}
 		added := func(r Run) float64 { return r.Extra["added p50 µs"] }
-		a, b := runValues(res, wlProxy, fixCase, pathSidecar, added), runValues(res, wlProxy, fixCase, pathNginx, added)
+		a, b := res.values(wlProxy, fixCase, pathSidecar, added), res.values(wlProxy, fixCase, pathNginx, added)
 		p := Goal{Status: "not measured", Figure: "—"}
 		if len(a) > 0 && len(b) > 0 {
 			p.Figure = fmt.Sprintf("%s µs vs nginx %s µs %s", num(median(a)), num(median(b)), pc.method)
@@ -138,7 +127,7 @@ func proxyGoals27(res *Results) []Goal {
 // path's.
 func hbLatencyBound(res *Results, c int) string {
 	cs := fmt.Sprintf("C=%d", c)
-	st, un := runValues(res, wlHeartbeat, cs, sysFP, rate), runValues(res, wlHeartbeat, cs, sysFPUnary, rate)
+	st, un := res.values(wlHeartbeat, cs, sysFP, rate), res.values(wlHeartbeat, cs, sysFPUnary, rate)
 	if len(st) == 0 || len(un) == 0 || median(st) <= 0 || median(un) <= 0 {
 		return ""
 	}

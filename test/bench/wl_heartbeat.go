@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/fencepost/fencepost/fence/api"
 	"io"
 	"net"
 	"net/http"
@@ -211,13 +212,6 @@ func parallel(n, par int, f func(i int) error) error {
 // window for etcd.
 const streamWindow = 8
 
-// The heartbeat stream's wire (fence/api/hbstream.go), mirrored here as
-// the other wire shapes are (fpclient.go).
-const (
-	fpStreamPath     = "/v1/heartbeats/stream"
-	fpStreamProtocol = "fencepost-heartbeat/1"
-)
-
 // fpHeartbeatStream returns a run that sends heartbeats on c streams to
 // the leader, each with up to window in flight, round-robin over the
 // sessions; only a reply renewing every lease named counts.
@@ -289,8 +283,8 @@ func dialStream(addr string) (net.Conn, error) {
 		conn = tls.Client(conn, tc)
 	}
 	_ = conn.SetDeadline(time.Now().Add(opTimeout))
-	if _, err := io.WriteString(conn, "POST "+fpStreamPath+" HTTP/1.1\r\nHost: "+addr+
-		"\r\nConnection: Upgrade\r\nUpgrade: "+fpStreamProtocol+"\r\nContent-Length: 0\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "POST "+api.PathHeartbeatStream+" HTTP/1.1\r\nHost: "+addr+
+		"\r\nConnection: Upgrade\r\nUpgrade: "+api.HeartbeatStreamProtocol+"\r\nContent-Length: 0\r\n\r\n"); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
