@@ -154,7 +154,7 @@ func (c *Commands) Wait(taskID string, req api.WaitRequest, now time.Time) (*lea
 	}
 	cmd := &lease.Command{Op: lease.OpWait, TaskID: taskID, SessionID: req.SessionID, Epoch: req.Epoch, Reason: req.Reason, Time: now}
 	if d > 0 {
-		cmd.Deadline = now.Add(d)
+		cmd.Deadline = lease.StampOf(now.Add(d))
 	}
 	return cmd, nil
 }
@@ -243,7 +243,7 @@ func (c *Commands) Intent(taskID string, req api.IntentRequest, now time.Time) (
 		return nil, err
 	}
 	return &lease.Command{Op: lease.OpIntent, TaskID: taskID, SessionID: req.SessionID, Epoch: req.Epoch, Time: now,
-		Effect: &lease.Effect{Key: req.Key, Method: req.Method, URL: req.URL, BodyDigest: req.BodyDigest, Deadline: now.Add(d)}}, nil
+		Effect: &lease.Effect{Key: req.Key, Method: req.Method, URL: req.URL, BodyDigest: req.BodyDigest, Deadline: lease.StampOf(now.Add(d))}}, nil
 }
 
 // IntentReply is the reply to an applied intent: Replay is set when the

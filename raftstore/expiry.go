@@ -157,6 +157,6 @@ func (s *Store) observeSignal(c *lease.Command, res lease.Result) {
 		return
 	}
 	if l := res.Task.Lease; l.Status == lease.StatusPausedWaiting && !l.StatusAt.IsZero() {
-		s.m.pausedSeconds.Observe(c.Time.Sub(l.StatusAt).Seconds())
+		s.m.pausedSeconds.Observe(c.Time.Sub(l.StatusAt.Time()).Seconds())
 	}
 }

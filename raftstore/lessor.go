@@ -200,7 +200,7 @@ func (l *lessor) deadline(ls lease.Lease) time.Time {
 }
 
 func (l *lessor) deadlineLocked(ls lease.Lease) time.Time {
-	d := ls.ExpiresAt
+	d := ls.ExpiresAt.Time()
 	if m, ok := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]; ok && m.at.After(d) {
 		d = m.at
 	}
@@ -277,7 +277,7 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 			if !ok {
 				// Granted since promote: its replicated ExpiresAt is the
 				// grant time + TTL stamped by this leader.
-				tr.at = ls.ExpiresAt
+				tr.at = ls.ExpiresAt.Time()
 			}
 			tr.gen = l.gen
 			l.limitsLocked(&tr, in.Profile, ls.TaskID)
@@ -285,7 +285,7 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 			if len(out) >= limit {
 				continue // keep marking, so the sweep below stays right
 			}
-			d := ls.ExpiresAt
+			d := ls.ExpiresAt.Time()
 			if tr.at.After(d) {
 				d = tr.at
 			}

@@ -126,7 +126,7 @@ func TestLessorRenewCoversTheWholeSession(t *testing.T) {
 	for _, l := range []lease.Lease{a, b, *late.Lease} {
 		require.Equal(t, recv.Add(lTTL), lm.l.deadline(l), "lease %s renewed by the session's heartbeat", l.TaskID)
 	}
-	require.Equal(t, other.ExpiresAt, lm.l.deadline(other), "another session's lease is not renewed")
+	require.Equal(t, other.ExpiresAt.Time(), lm.l.deadline(other), "another session's lease is not renewed")
 
 	lm.clock.Advance(2 * time.Second)
 	require.Equal(t, []lease.Op{lease.OpSuspect}, lm.tick(), "only the quiet session's lease is suspected")
@@ -141,10 +141,10 @@ func TestLessorRenewCoversTheWholeSession(t *testing.T) {
 	lm.heartbeat("s2")
 	tc, _ := lm.m.Task("c")
 	require.Equal(t, lease.StatusExpired, tc.Lease.Status)
-	require.Equal(t, tc.Lease.ExpiresAt, lm.l.deadline(*tc.Lease), "an expired lease keeps its deadline")
+	require.Equal(t, tc.Lease.ExpiresAt.Time(), lm.l.deadline(*tc.Lease), "an expired lease keeps its deadline")
 
 	lm.l.demote()
-	require.Equal(t, a.ExpiresAt, lm.l.deadline(a), "a demoted lessor forgets every renewal")
+	require.Equal(t, a.ExpiresAt.Time(), lm.l.deadline(a), "a demoted lessor forgets every renewal")
 }
 
 func TestLessorSuspectThenRevive(t *testing.T) {
@@ -199,7 +199,7 @@ func TestLessorReclaimWaitsForIntents(t *testing.T) {
 	lm.l.promote(nil, nil)
 	g := lm.grant("a", "s1")
 	res := lm.apply(lease.Command{Op: lease.OpIntent, TaskID: "a", SessionID: "s1", Epoch: g.Epoch,
-		Effect: &lease.Effect{Key: "k", Method: "POST", Deadline: lm.clock.Now().Add(lTTL + lGrace + 5*time.Second)}})
+		Effect: &lease.Effect{Key: "k", Method: "POST", Deadline: lease.StampOf(lm.clock.Now().Add(lTTL + lGrace + 5*time.Second))}})
 	require.NoError(t, res.Err)
 	lm.clock.Advance(lTTL + time.Millisecond)
 	lm.tick()
@@ -209,7 +209,7 @@ func TestLessorReclaimWaitsForIntents(t *testing.T) {
 	in := expiryInput{Leases: lm.m.LiveScan(), IntentsUntil: lm.m.IntentsUntil}
 	until, ok := lm.m.IntentsUntil("a", g.Epoch)
 	require.True(t, ok)
-	require.Equal(t, g.AcquiredAt.Add(lTTL+lGrace+5*time.Second), until)
+	require.Equal(t, g.AcquiredAt.Add(lTTL+lGrace+5*time.Second).Time(), until)
 	require.Empty(t, lm.l.plan(in, 10), "no reclaim while an intent is in flight")
 	lm.clock.Advance(5 * time.Second)
 	cmds := lm.l.plan(in, 10)
@@ -224,7 +224,7 @@ func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 	var leases []lease.Lease
 	for i := range 200 {
 		leases = append(leases, lease.Lease{TaskID: "t" + string(rune('A'+i%26)) + string(rune('a'+i/26)), Epoch: uint64(i + 1),
-			TTL: lTTL, Status: lease.StatusActive, ExpiresAt: start.Add(time.Second)})
+			TTL: lTTL, Status: lease.StatusActive, ExpiresAt: lease.StampOf(start.Add(time.Second))})
 	}
 	// One lease was renewed by this node far into the future earlier
 	// (it led before, and LeaderCh coalesced the change): keep it.
@@ -343,7 +343,7 @@ func TestLessorWaitDeadlineSignals(t *testing.T) {
 	lm := newLessorModel(t)
 	lm.l.promote(nil, nil)
 	g := lm.grant("a", "s1")
-	res := lm.apply(lease.Command{Op: lease.OpWait, TaskID: "a", SessionID: "s1", Epoch: g.Epoch, Deadline: lm.clock.Now().Add(time.Minute)})
+	res := lm.apply(lease.Command{Op: lease.OpWait, TaskID: "a", SessionID: "s1", Epoch: g.Epoch, Deadline: lease.StampOf(lm.clock.Now().Add(time.Minute))})
 	require.NoError(t, res.Err)
 	lm.clock.Advance(time.Minute - time.Millisecond)
 	require.Empty(t, lm.tick())

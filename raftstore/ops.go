@@ -134,7 +134,7 @@ func (s *Store) grant(ctx context.Context, rid string, cmd *lease.Command) (api.
 	}
 	t, l := res.Task, *res.Lease
 	if !res.Duplicate && l.Epoch == t.MaxEpoch && len(t.History) > 0 &&
-		t.History[len(t.History)-1].Status == lease.StatusReclaimed && l.AcquiredAt.Equal(cmd.Time) {
+		t.History[len(t.History)-1].Status == lease.StatusReclaimed && l.AcquiredAt.Equal(lease.StampOf(cmd.Time)) {
 		s.m.resumed.Inc()
 	}
 	g := api.Grant{

@@ -80,7 +80,7 @@ func (l *lessor) limitsLocked(tr *tracked, profile func(task string) (string, bo
 // latest mark or checkpoint, its grant, or this leader's promotion,
 // whichever is latest.
 func (l *lessor) lastProgressLocked(ls *lease.Lease, tr tracked) time.Time {
-	last := ls.AcquiredAt
+	last := ls.AcquiredAt.Time()
 	if tr.progress.After(last) {
 		last = tr.progress
 	}
@@ -102,7 +102,7 @@ func (l *lessor) stalledLocked(ls *lease.Lease, tr tracked, now time.Time) bool 
 // progress deadline reach the leader with the next heartbeat and revive
 // the lease, so a worker that progressed in time never loses it.
 func (l *lessor) stallExpiryLocked(ls *lease.Lease, tr tracked) time.Time {
-	from := ls.StatusAt
+	from := ls.StatusAt.Time()
 	if l.promotedAt.After(from) {
 		from = l.promotedAt
 	}
@@ -117,7 +117,7 @@ func (l *lessor) stallCleared(ls lease.Lease, limits stallLimits) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	tr := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]
-	return !tr.progress.IsZero() && tr.progress.After(ls.StatusAt.Add(-limits.timeout))
+	return !tr.progress.IsZero() && tr.progress.After(ls.StatusAt.Time().Add(-limits.timeout))
 }
 
 // progressAt returns the moment lease ls's progress deadline counts from

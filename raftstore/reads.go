@@ -47,12 +47,12 @@ func (s *Store) overlay(l *lease.Lease) {
 		return
 	}
 	if d := s.lessor.deadline(*l); !d.IsZero() {
-		l.ExpiresAt = d
+		l.ExpiresAt = lease.StampOf(d)
 	}
-	if hb, ok := s.lessor.lastHeartbeat(l.SessionID); ok && hb.After(l.HeartbeatAt) {
-		l.HeartbeatAt = hb
+	if hb, ok := s.lessor.lastHeartbeat(l.SessionID); ok && hb.After(l.HeartbeatAt.Time()) {
+		l.HeartbeatAt = lease.StampOf(hb)
 	}
-	l.ProgressAt = s.lessor.progressAt(*l)
+	l.ProgressAt = lease.StampOf(s.lessor.progressAt(*l))
 }
 
 // Task returns one task; linearizable unless stale.

@@ -37,7 +37,7 @@ func (s *Store) Sessions(ctx context.Context, after string, limit int, stale boo
 				n++
 			}
 			out.Sessions = append(out.Sessions, api.SessionInfo{SessionID: ss.ID, WorkerID: ss.WorkerID,
-				Owner: ss.Owner, CreatedAt: ss.CreatedAt, Leases: n})
+				Owner: ss.Owner, CreatedAt: ss.CreatedAt.Time(), Leases: n})
 		}
 	})
 	if s.IsLeader() {

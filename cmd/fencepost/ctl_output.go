@@ -124,7 +124,7 @@ func taskTable(w io.Writer, tasks []*lease.Task, next string) {
 	for _, t := range tasks {
 		epoch, status, worker := leaseCell(t.Lease)
 		row(tw, t.ID, string(t.State), t.Profile, strconv.Itoa(t.Priority), epoch, status, worker,
-			strconv.FormatUint(t.Attempts, 10), checkpointCell(t.Checkpoint), relTime(t.UpdatedAt))
+			strconv.FormatUint(t.Attempts, 10), checkpointCell(t.Checkpoint), relTime(t.UpdatedAt.Time()))
 	}
 	_ = tw.Flush()
 	if next != "" {
@@ -143,8 +143,8 @@ func taskDetail(w io.Writer, t *lease.Task) {
 	kv("priority", strconv.Itoa(t.Priority))
 	kv("attempts", strconv.FormatUint(t.Attempts, 10))
 	kv("max epoch", strconv.FormatUint(t.MaxEpoch, 10))
-	kv("created", relTime(t.CreatedAt))
-	kv("updated", relTime(t.UpdatedAt))
+	kv("created", relTime(t.CreatedAt.Time()))
+	kv("updated", relTime(t.UpdatedAt.Time()))
 	kv("payload", showBytes(t.Payload))
 	if l := t.Lease; l != nil {
 		kv("lease", fmt.Sprintf("epoch %d %s, worker %s, session %s, %s", l.Epoch, l.Status, l.WorkerID, l.SessionID, leaseWhen(l)))
@@ -153,18 +153,18 @@ func taskDetail(w io.Writer, t *lease.Task) {
 		}
 		if !l.ProgressAt.IsZero() {
 			// The leader's: what its progress deadline counts from.
-			kv("last progress", relTime(l.ProgressAt))
+			kv("last progress", relTime(l.ProgressAt.Time()))
 		}
 	} else {
 		kv("lease", "-")
 	}
 	if c := t.Checkpoint; c != nil {
-		kv("checkpoint", fmt.Sprintf("%s, epoch %d, %s, data %s", checkpointCell(c), c.Epoch, relTime(c.At), showBytes(c.Data)))
+		kv("checkpoint", fmt.Sprintf("%s, epoch %d, %s, data %s", checkpointCell(c), c.Epoch, relTime(c.At.Time()), showBytes(c.Data)))
 	} else {
 		kv("checkpoint", "-")
 	}
 	if !t.WaitDeadline.IsZero() {
-		kv("wait until", relTime(t.WaitDeadline))
+		kv("wait until", relTime(t.WaitDeadline.Time()))
 	}
 	if len(t.Signal) > 0 {
 		kv("signal", showBytes(t.Signal))
@@ -191,7 +191,7 @@ func leaseTable(w io.Writer, leases []lease.Lease) {
 	row(tw, "TASK", "EPOCH", "STATUS", "WORKER", "SESSION", "ACQUIRED", "HEARTBEAT", "EXPIRES", "REASON")
 	for _, l := range leases {
 		row(tw, l.TaskID, strconv.FormatUint(l.Epoch, 10), string(l.Status), l.WorkerID, l.SessionID,
-			relTime(l.AcquiredAt), relTime(l.HeartbeatAt), expiresCell(&l), dash(l.Reason))
+			relTime(l.AcquiredAt.Time()), relTime(l.HeartbeatAt.Time()), expiresCell(&l), dash(l.Reason))
 	}
 	_ = tw.Flush()
 }
@@ -202,15 +202,15 @@ func expiresCell(l *lease.Lease) string {
 	if !l.Status.Live() {
 		return "-"
 	}
-	return relTime(l.ExpiresAt)
+	return relTime(l.ExpiresAt.Time())
 }
 
 // leaseWhen says when a live lease expires, or since when it ended.
 func leaseWhen(l *lease.Lease) string {
 	if l.Status.Live() {
-		return "expires " + relTime(l.ExpiresAt)
+		return "expires " + relTime(l.ExpiresAt.Time())
 	}
-	return "since " + relTime(l.StatusAt)
+	return "since " + relTime(l.StatusAt.Time())
 }
 
 // taskOut is the output of the verbs that answer with a task.

@@ -61,7 +61,7 @@ func BenchmarkWorkerExitToClaimable(b *testing.B) {
 			tk, _ := c.Task(b.Context(), task, false)
 			if tk != nil && len(tk.History) > 0 {
 				h := tk.History[len(tk.History)-1]
-				b.Logf("%s slow: %v; old lease %s (%s) ended %v after the kill", task, d, h.Status, h.Reason, h.StatusAt.Sub(killed))
+				b.Logf("%s slow: %v; old lease %s (%s) ended %v after the kill", task, d, h.Status, h.Reason, h.StatusAt.Time().Sub(killed))
 			}
 		}
 		<-ch

@@ -86,7 +86,7 @@ type Command struct {
 	Data      []byte `json:"data,omitempty"`
 
 	// OpWait (deadline, zero = none), OpIntent (effect deadline).
-	Deadline time.Time `json:"deadline,omitzero"`
+	Deadline Stamp `json:"deadline,omitzero"`
 
 	// OpRelease, OpRevoke, OpCancel, OpSignal.
 	Outcome Outcome `json:"outcome,omitempty"`
@@ -113,3 +113,6 @@ type Result struct {
 	// then reflects the first application.
 	Duplicate bool
 }
+
+// at returns the command's leader-stamped time as the model keeps it.
+func (c *Command) at() Stamp { return StampOf(c.Time) }

@@ -32,7 +32,7 @@ type dedupRec struct {
 	key    string
 	index  uint64
 	epoch  uint64
-	at     time.Time
+	at     Stamp
 	code   errCodeID
 	// fp is the command's fingerprint (0 when restored from a snapshot
 	// that predates fingerprints: then any command may replay it).
@@ -43,18 +43,18 @@ type dedupRec struct {
 // "dedup" map and the "dedupOrder" list); the layout predates dedupLog
 // and is kept so snapshots stay readable both ways.
 type dedupEntry struct {
-	Index  uint64    `json:"i"`
-	Code   string    `json:"c,omitempty"`
-	TaskID string    `json:"t,omitempty"`
-	Epoch  uint64    `json:"e,omitempty"`
-	Key    string    `json:"k,omitempty"`
-	At     time.Time `json:"at"`
-	FP     uint64    `json:"f,omitempty"`
+	Index  uint64 `json:"i"`
+	Code   string `json:"c,omitempty"`
+	TaskID string `json:"t,omitempty"`
+	Epoch  uint64 `json:"e,omitempty"`
+	Key    string `json:"k,omitempty"`
+	At     Stamp  `json:"at"`
+	FP     uint64 `json:"f,omitempty"`
 }
 
 type dedupRef struct {
-	ID string    `json:"id"`
-	At time.Time `json:"at"`
+	ID string `json:"id"`
+	At Stamp  `json:"at"`
 }
 
 func newDedupLog() dedupLog { return dedupLog{byID: map[string]uint64{}} }
@@ -77,7 +77,7 @@ func (d *dedupLog) add(r dedupRec) {
 // prune forgets the records older than DedupWindow at now, and the oldest
 // beyond DedupMax. shared says a snapshot view may still read the
 // records, so the dropped ones are left as they are for it.
-func (d *dedupLog) prune(now time.Time, shared bool) {
+func (d *dedupLog) prune(now Stamp, shared bool) {
 	n := 0
 	for n < len(d.recs) {
 		r := &d.recs[n]

@@ -216,7 +216,7 @@ func genCommand(ch chooser, m *Model, now time.Time) Command {
 	case OpWait:
 		c.TaskID, c.SessionID, c.Epoch = tid, genSession(ch, m, tid), genEpoch(ch, m, tid)
 		if ch.intn(2) == 0 {
-			c.Deadline = now.Add(time.Duration(ch.intn(60)) * time.Second)
+			c.Deadline = StampOf(now.Add(time.Duration(ch.intn(60)) * time.Second))
 		}
 	case OpSignal:
 		c.TaskID, c.Payload = tid, []byte("sig")
@@ -243,7 +243,7 @@ func genCommand(ch chooser, m *Model, now time.Time) Command {
 	case OpIntent:
 		c.TaskID, c.SessionID, c.Epoch = tid, genSession(ch, m, tid), genEpoch(ch, m, tid)
 		c.Effect = &Effect{Key: pick(ch, genKeys), Method: "POST", URL: "http://d/x",
-			Deadline: now.Add(time.Duration(ch.intn(60)) * time.Second)}
+			Deadline: StampOf(now.Add(time.Duration(ch.intn(60)) * time.Second))}
 	case OpOutcome:
 		c.TaskID, c.Epoch = tid, genEpoch(ch, m, tid)
 		key := pick(ch, genKeys)

@@ -114,7 +114,7 @@ func checkpointT(sid, tid string, epoch, seq uint64, step string) Command {
 	return Command{Op: OpCheckpoint, SessionID: sid, TaskID: tid, Epoch: epoch, Seq: seq, Step: step, Data: []byte("data-" + step)}
 }
 func waitT(sid, tid string, epoch uint64, deadline time.Time) Command {
-	return Command{Op: OpWait, SessionID: sid, TaskID: tid, Epoch: epoch, Deadline: deadline, Reason: "approval"}
+	return Command{Op: OpWait, SessionID: sid, TaskID: tid, Epoch: epoch, Deadline: StampOf(deadline), Reason: "approval"}
 }
 func signalT(tid string, epoch uint64) Command {
 	return Command{Op: OpSignal, TaskID: tid, Epoch: epoch, Payload: []byte("approved")}
@@ -131,7 +131,7 @@ func leaderOp(op Op, tid string, epoch uint64) Command {
 }
 func intentT(sid, tid string, epoch uint64, key string, deadline time.Time) Command {
 	return Command{Op: OpIntent, SessionID: sid, TaskID: tid, Epoch: epoch, Effect: &Effect{
-		Key: key, Method: "POST", URL: "http://downstream/" + key, BodyDigest: "d-" + key, Deadline: deadline,
+		Key: key, Method: "POST", URL: "http://downstream/" + key, BodyDigest: "d-" + key, Deadline: StampOf(deadline),
 	}}
 }
 func outcomeT(tid string, epoch uint64, key string, status int) Command {
@@ -211,12 +211,12 @@ func fmtCmd(c *Command) string {
 		fmt.Fprintf(&b, "outcome=%s ", c.Outcome)
 	}
 	if !c.Deadline.IsZero() {
-		fmt.Fprintf(&b, " deadline=+%s", c.Deadline.Sub(t0))
+		fmt.Fprintf(&b, " deadline=+%s", c.Deadline.Sub(StampOf(t0)))
 	}
 	if c.Effect != nil {
 		fmt.Fprintf(&b, "key=%s ", c.Effect.Key)
 		if !c.Effect.Deadline.IsZero() {
-			fmt.Fprintf(&b, " edeadline=+%s", c.Effect.Deadline.Sub(t0))
+			fmt.Fprintf(&b, " edeadline=+%s", c.Effect.Deadline.Sub(StampOf(t0)))
 		}
 	}
 	return strings.TrimSpace(b.String()) + ")"

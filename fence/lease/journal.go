@@ -1,11 +1,6 @@
 package lease
 
-import (
-	"fmt"
-	"time"
-)
-
-var timeZero time.Time
+import "fmt"
 
 // intent records a journaled write before it is made. It doubles as the
 // linearizable "is my lease still current?" check: it commits only while
@@ -44,7 +39,7 @@ func (m *Model) intent(c *Command) Result {
 		return Result{Err: ErrJournalFull, Task: t.clone()}
 	}
 	e := *c.Effect
-	e.Epoch, e.State, e.RecordedAt = l.Epoch, EffectIntent, c.Time
+	e.Epoch, e.State, e.RecordedAt = l.Epoch, EffectIntent, c.at()
 	e.Status, e.Header, e.Body = 0, nil, nil
 	t.Journal = append(t.Journal, &e)
 	return Result{Task: t.clone(), Effect: e.clone()}
@@ -71,7 +66,7 @@ func (m *Model) outcome(c *Command) Result {
 	if e.State == EffectDone {
 		return Result{Task: t.clone(), Effect: e.clone()}
 	}
-	e.State, e.RecordedAt = EffectDone, c.Time
+	e.State, e.RecordedAt = EffectDone, c.at()
 	e.Status, e.Header, e.Body = c.Effect.Status, c.Effect.Header, c.Effect.Body
 	return Result{Task: t.clone(), Effect: e.clone()}
 }

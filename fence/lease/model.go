@@ -52,7 +52,7 @@ func (m *Model) Apply(index uint64, cmd *Command) Result {
 	if index > m.lastIndex {
 		m.lastIndex = index
 	}
-	m.dedup.prune(cmd.Time, m.views.Load() > 0)
+	m.dedup.prune(cmd.at(), m.views.Load() > 0)
 	var fp uint64
 	if cmd.RequestID != "" {
 		fp = cmd.fingerprint()
@@ -67,7 +67,7 @@ func (m *Model) Apply(index uint64, cmd *Command) Result {
 	}
 	res := m.applyOwned(index, cmd)
 	if cmd.RequestID != "" {
-		d := dedupRec{id: cmd.RequestID, index: index, code: codeOf(res.Err), at: cmd.Time, fp: fp}
+		d := dedupRec{id: cmd.RequestID, index: index, code: codeOf(res.Err), at: cmd.at(), fp: fp}
 		if res.Task != nil {
 			d.taskID = res.Task.ID // shares the model's copy of the id
 		}
@@ -288,7 +288,7 @@ func (m *Model) LiveLeasesPage(after string, limit int) []Lease {
 func (m *Model) WaitingDue(now time.Time) []string {
 	var out []string
 	for id, t := range m.tasks {
-		if t.State == TaskWaiting && !t.WaitDeadline.IsZero() && !now.Before(t.WaitDeadline) {
+		if t.State == TaskWaiting && !t.WaitDeadline.IsZero() && !now.Before(t.WaitDeadline.Time()) {
 			out = append(out, id)
 		}
 	}

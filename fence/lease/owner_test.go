@@ -68,7 +68,7 @@ func TestSessionBelongsToItsOwner(t *testing.T) {
 	for _, op := range []Op{OpCheckpoint, OpWait, OpRelease} {
 		h.noop(Command{Op: op, TaskID: "t", SessionID: "s", Epoch: ep, Outcome: OutcomeCompleted, Seq: 99, Owner: b}, ErrNotOwner)
 	}
-	eff := &Effect{Key: "k", Method: "POST", URL: "http://x/", Deadline: h.now.Add(ttl)}
+	eff := &Effect{Key: "k", Method: "POST", URL: "http://x/", Deadline: StampOf(h.now.Add(ttl))}
 	h.noop(Command{Op: OpIntent, TaskID: "t", SessionID: "s", Epoch: ep, Effect: eff, Owner: b}, ErrNotOwner)
 	h.ok(Command{Op: OpIntent, TaskID: "t", SessionID: "s", Epoch: ep, Effect: eff, Owner: a})
 	h.noop(Command{Op: OpOutcome, TaskID: "t", Epoch: ep, Effect: &Effect{Key: "k", Status: 200}, Owner: b}, ErrNotOwner)

@@ -118,7 +118,7 @@ func (s *sim) step(t *rapid.T, st step) {
 	// Expectations computed before applying.
 	wantDup := false
 	if c.RequestID != "" {
-		if d, ok := s.a.dedup.get(c.RequestID); ok && s.now.Sub(d.at) < DedupWindow {
+		if d, ok := s.a.dedup.get(c.RequestID); ok && s.now.Sub(d.at.Time()) < DedupWindow {
 			wantDup = true
 		}
 	}
@@ -231,7 +231,7 @@ func checkFenced(t *rapid.T, c Command, pre *Lease, newKey bool, r Result) {
 			if e.Epoch == pre.Epoch {
 				require.NotEqual(t, EffectIntent, e.State, "reclaim left intent %s open", e.Key)
 				if e.State == EffectInDoubt {
-					require.False(t, c.Time.Before(e.Deadline), "reclaim before intent %s's deadline", e.Key)
+					require.False(t, c.Time.Before(e.Deadline.Time()), "reclaim before intent %s's deadline", e.Key)
 				}
 			}
 		}

@@ -25,7 +25,7 @@ func (q *claimQueue) Less(i, j int) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
-	if !a.ClaimableAt.Equal(b.ClaimableAt) {
+	if a.ClaimableAt != b.ClaimableAt {
 		return a.ClaimableAt.Before(b.ClaimableAt)
 	}
 	return a.ID < b.ID

@@ -31,14 +31,15 @@ func (m *Model) PrepareRestore(floor uint64, now time.Time) RestoreSummary {
 	}
 	sort.Strings(ids) // the same backup restores to the same bytes
 	c := &Command{Op: OpExpire, Time: now}
+	at := StampOf(now)
 	for _, id := range ids {
 		t := m.writable(m.tasks[id])
 		l := t.Lease
 		if l == nil || (l.Status != StatusActive && l.Status != StatusSuspectDead) {
 			continue
 		}
-		l.Status, l.StatusAt, l.Reason = StatusExpired, now, reasonRestored
-		t.UpdatedAt = now
+		l.Status, l.StatusAt, l.Reason = StatusExpired, at, reasonRestored
+		t.UpdatedAt = at
 		sum.Expired++
 	}
 	sids := make([]string, 0, len(m.sessions))

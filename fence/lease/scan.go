@@ -70,10 +70,14 @@ func (m *Model) IntentsUntil(task string, epoch uint64) (until time.Time, ok boo
 	if !found {
 		return until, false
 	}
+	var latest Stamp
 	for _, e := range t.Journal {
-		if e.State == EffectIntent && e.Epoch == epoch && (!ok || e.Deadline.After(until)) {
-			until, ok = e.Deadline, true
+		if e.State == EffectIntent && e.Epoch == epoch && (!ok || e.Deadline.After(latest)) {
+			latest, ok = e.Deadline, true
 		}
+	}
+	if ok {
+		until = latest.Time()
 	}
 	return until, ok
 }

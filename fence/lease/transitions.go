@@ -18,7 +18,7 @@ func (m *Model) openSession(c *Command) Result {
 	if err := m.admitSession(c); err != nil {
 		return Result{Err: err}
 	}
-	s := &Session{ID: c.SessionID, WorkerID: c.WorkerID, Owner: c.Owner, CreatedAt: c.Time}
+	s := &Session{ID: c.SessionID, WorkerID: c.WorkerID, Owner: c.Owner, CreatedAt: c.at()}
 	m.sessions[c.SessionID] = s
 	m.countSession(s, 1)
 	return Result{}
@@ -43,8 +43,8 @@ func (m *Model) closeSession(c *Command) Result {
 			m.makeClaimable(t, c)
 			res.Released = append(res.Released, *t.Lease)
 		case StatusSuspectDead:
-			t.Lease.Status, t.Lease.StatusAt, t.Lease.Reason = StatusExpired, c.Time, "session closed while suspect"
-			t.UpdatedAt = c.Time
+			t.Lease.Status, t.Lease.StatusAt, t.Lease.Reason = StatusExpired, c.at(), "session closed while suspect"
+			t.UpdatedAt = c.at()
 		}
 	}
 	if len(m.held[c.SessionID]) == 0 {
@@ -73,7 +73,7 @@ func (m *Model) newTask(c *Command) *Task {
 	t := &Task{
 		ID: c.TaskID, Profile: c.Profile, TTL: c.TTL, Heartbeat: c.Heartbeat,
 		Priority: c.Priority, Payload: c.Payload, State: TaskPending,
-		CreatedAt: c.Time, UpdatedAt: c.Time, ClaimableAt: c.Time, Owner: c.Owner, gen: m.gen,
+		CreatedAt: c.at(), UpdatedAt: c.at(), ClaimableAt: c.at(), Owner: c.Owner, gen: m.gen,
 	}
 	m.tasks[t.ID] = t
 	m.countTask(t, 1)
@@ -148,13 +148,13 @@ func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 	}
 	t.Lease = &Lease{
 		LeaseID: leaseID, TaskID: t.ID, WorkerID: s.WorkerID, SessionID: s.ID, Epoch: index,
-		AcquiredAt: c.Time, ExpiresAt: c.Time.Add(t.TTL), HeartbeatAt: c.Time, TTL: t.TTL,
-		Status: StatusActive, StatusAt: c.Time,
+		AcquiredAt: c.at(), ExpiresAt: c.at().Add(t.TTL), HeartbeatAt: c.at(), TTL: t.TTL,
+		Status: StatusActive, StatusAt: c.at(),
 	}
 	t.MaxEpoch = index
 	t.State = TaskLeased
 	t.Attempts++
-	t.UpdatedAt = c.Time
+	t.UpdatedAt = c.at()
 	m.queue.remove(t)
 	if m.held[s.ID] == nil {
 		m.held[s.ID] = map[string]struct{}{}
@@ -205,8 +205,8 @@ func (m *Model) checkpoint(c *Command) Result {
 	} else if err := CheckCheckpointSeqJump(prev, seq, c.SeqWindow); err != nil {
 		return Result{Err: err, Task: t.clone()}
 	}
-	t.Checkpoint = &Checkpoint{Seq: seq, Step: c.Step, Data: c.Data, Epoch: l.Epoch, At: c.Time}
-	t.UpdatedAt = c.Time
+	t.Checkpoint = &Checkpoint{Seq: seq, Step: c.Step, Data: c.Data, Epoch: l.Epoch, At: c.at()}
+	t.UpdatedAt = c.at()
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
 
@@ -241,7 +241,7 @@ func (m *Model) signal(c *Command) Result {
 	}
 	t.Signal = c.Payload
 	t.Reason = c.Reason
-	t.WaitDeadline = timeZero
+	t.WaitDeadline = 0
 	m.makeClaimable(t, c)
 	return Result{Task: t.clone()}
 }
@@ -313,7 +313,7 @@ func (m *Model) cancel(c *Command) Result {
 	m.queue.remove(t)
 	t.State = TaskCancelled
 	t.Reason = c.Reason
-	t.UpdatedAt = c.Time
+	t.UpdatedAt = c.at()
 	return Result{Task: t.clone(), Lease: lease}
 }
 
@@ -333,8 +333,8 @@ func (m *Model) deleteTask(c *Command) Result {
 // endLease moves the current lease to a closed status and frees its holder.
 func (m *Model) endLease(t *Task, st Status, c *Command, reason string) {
 	l := t.Lease
-	l.Status, l.StatusAt, l.Reason = st, c.Time, reason
-	t.UpdatedAt = c.Time
+	l.Status, l.StatusAt, l.Reason = st, c.at(), reason
+	t.UpdatedAt = c.at()
 	if set := m.held[l.SessionID]; set != nil {
 		delete(set, t.ID)
 		if len(set) == 0 {
@@ -345,8 +345,8 @@ func (m *Model) endLease(t *Task, st Status, c *Command, reason string) {
 
 func (m *Model) makeClaimable(t *Task, c *Command) {
 	t.State = TaskPending
-	t.ClaimableAt = c.Time
-	t.UpdatedAt = c.Time
+	t.ClaimableAt = c.at()
+	t.UpdatedAt = c.at()
 	m.queue.push(t)
 }
 

@@ -29,7 +29,7 @@ func (m *Model) suspect(c *Command) Result {
 	if err != nil {
 		return Result{Err: err, Task: cloneOrNil(t)}
 	}
-	l.Status, l.StatusAt = StatusSuspectDead, c.Time
+	l.Status, l.StatusAt = StatusSuspectDead, c.at()
 	if c.Reason == ReasonStalled {
 		// Only this reason is kept: it changes what may revive the lease
 		// (progress, not a heartbeat) and what the lease ends with. Other
@@ -37,7 +37,7 @@ func (m *Model) suspect(c *Command) Result {
 		// versions replaying one log hold the same state.
 		l.Reason = ReasonStalled
 	}
-	t.UpdatedAt = c.Time
+	t.UpdatedAt = c.at()
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
 
@@ -51,12 +51,12 @@ func (m *Model) revive(c *Command) Result {
 	if c.SessionID != "" && l.SessionID != c.SessionID {
 		return Result{Err: ErrNotHolder, Task: t.clone()}
 	}
-	l.Status, l.StatusAt = StatusActive, c.Time
+	l.Status, l.StatusAt = StatusActive, c.at()
 	if l.Reason == ReasonStalled {
 		l.Reason = "" // the holder showed progress: it is no longer stalled
 	}
-	l.HeartbeatAt, l.ExpiresAt = c.Time, c.Time.Add(l.TTL)
-	t.UpdatedAt = c.Time
+	l.HeartbeatAt, l.ExpiresAt = c.at(), c.at().Add(l.TTL)
+	t.UpdatedAt = c.at()
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
 
@@ -65,8 +65,8 @@ func (m *Model) expire(c *Command) Result {
 	if err != nil {
 		return Result{Err: err, Task: cloneOrNil(t)}
 	}
-	l.Status, l.StatusAt = StatusExpired, c.Time
-	t.UpdatedAt = c.Time
+	l.Status, l.StatusAt = StatusExpired, c.at()
+	t.UpdatedAt = c.at()
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
 
@@ -84,7 +84,7 @@ func (m *Model) reclaim(c *Command) Result {
 		if e.State != EffectIntent || e.Epoch != l.Epoch {
 			continue
 		}
-		if c.Time.Before(e.Deadline) {
+		if c.at().Before(e.Deadline) {
 			return Result{Err: fmt.Errorf("%w: %q until %s", ErrIntentsInFlight, e.Key, e.Deadline), Task: t.clone()}
 		}
 		doubt = append(doubt, e)

@@ -37,7 +37,7 @@ func TestOpenSession(t *testing.T) {
 	h.ok(openS("s1"))
 	s, ok := h.m.Session("s1")
 	require.True(t, ok)
-	require.Equal(t, Session{ID: "s1", WorkerID: "w-s1", CreatedAt: t0}, *s)
+	require.Equal(t, Session{ID: "s1", WorkerID: "w-s1", CreatedAt: StampOf(t0)}, *s)
 
 	// Re-opening with the same worker is idempotent (a retried open).
 	h.advance(time.Second)
@@ -45,7 +45,7 @@ func TestOpenSession(t *testing.T) {
 	h.ok(openS("s1"))
 	require.Equal(t, before, stateHash(t, h.m))
 	s, _ = h.m.Session("s1")
-	require.Equal(t, t0, s.CreatedAt, "a re-open must not reset the session")
+	require.Equal(t, StampOf(t0), s.CreatedAt, "a re-open must not reset the session")
 
 	// The same id from another worker is refused.
 	h.noop(Command{Op: OpOpenSession, SessionID: "s1", WorkerID: "other"}, ErrInvalid)
@@ -75,7 +75,7 @@ func TestCloseSession(t *testing.T) {
 	a := h.task("a")
 	require.Equal(t, TaskPending, a.State)
 	require.Equal(t, StatusReleased, a.Lease.Status)
-	require.Equal(t, h.now, a.ClaimableAt)
+	require.Equal(t, StampOf(h.now), a.ClaimableAt)
 
 	// The suspect and expired leases keep going through reclaim; the
 	// suspect one is expired, since no heartbeat of s1 can come any more.
@@ -130,8 +130,8 @@ func TestCreateTask(t *testing.T) {
 	require.Equal(t, 7, res.Task.Priority)
 	require.Equal(t, ttl, res.Task.TTL)
 	require.Equal(t, []byte("p"), res.Task.Payload)
-	require.Equal(t, t0, res.Task.CreatedAt)
-	require.Equal(t, t0, res.Task.ClaimableAt)
+	require.Equal(t, StampOf(t0), res.Task.CreatedAt)
+	require.Equal(t, StampOf(t0), res.Task.ClaimableAt)
 	require.Zero(t, res.Task.MaxEpoch)
 	require.Nil(t, res.Task.Lease)
 
@@ -152,8 +152,8 @@ func TestAcquire(t *testing.T) {
 		require.Equal(t, h.idx, l.Epoch, "the epoch is the raft index of the grant")
 		require.Equal(t, Lease{
 			LeaseID: fmt.Sprintf("lease-%d", h.idx), TaskID: "a", WorkerID: "w-s1", SessionID: "s1", Epoch: h.idx,
-			AcquiredAt: h.now, ExpiresAt: h.now.Add(ttl), HeartbeatAt: h.now, TTL: ttl,
-			Status: StatusActive, StatusAt: h.now,
+			AcquiredAt: StampOf(h.now), ExpiresAt: StampOf(h.now.Add(ttl)), HeartbeatAt: StampOf(h.now), TTL: ttl,
+			Status: StatusActive, StatusAt: StampOf(h.now),
 		}, *l)
 		tk := h.task("a")
 		require.Equal(t, TaskLeased, tk.State)
@@ -346,7 +346,7 @@ func TestCheckpoint(t *testing.T) {
 
 	h.advance(time.Second)
 	res := h.ok(checkpointT("s1", "a", e, 5, "five"))
-	require.Equal(t, Checkpoint{Seq: 5, Step: "five", Data: []byte("data-five"), Epoch: e, At: h.now}, *res.Task.Checkpoint)
+	require.Equal(t, Checkpoint{Seq: 5, Step: "five", Data: []byte("data-five"), Epoch: e, At: StampOf(h.now)}, *res.Task.Checkpoint)
 	require.Equal(t, e, res.Lease.Epoch)
 	h.noop(checkpointT("s1", "a", e, 5, "again"), ErrCheckpointSeq)
 	h.noop(checkpointT("s1", "a", e, 4, "back"), ErrCheckpointSeq)
@@ -395,7 +395,7 @@ func TestWaitSignal(t *testing.T) {
 	res := h.ok(waitT("s1", "a", e, deadline))
 	require.Equal(t, StatusPausedWaiting, res.Lease.Status)
 	require.Equal(t, TaskWaiting, res.Task.State)
-	require.Equal(t, deadline, res.Task.WaitDeadline)
+	require.Equal(t, StampOf(deadline), res.Task.WaitDeadline)
 	require.Empty(t, h.m.SessionLeases("s1"), "a waiting task occupies no worker")
 	require.Empty(t, h.m.LiveLeases())
 	h.noop(claimS("s2"), ErrNoTask)
@@ -417,7 +417,7 @@ func TestWaitSignal(t *testing.T) {
 	require.Equal(t, TaskPending, res.Task.State)
 	require.Equal(t, []byte("approved"), res.Task.Signal)
 	require.True(t, res.Task.WaitDeadline.IsZero())
-	require.Equal(t, h.now, res.Task.ClaimableAt)
+	require.Equal(t, StampOf(h.now), res.Task.ClaimableAt)
 	require.Empty(t, h.m.WaitingDue(deadline))
 	h.noop(signalT("a", e), ErrNotWaiting)
 
@@ -463,7 +463,7 @@ func TestRelease(t *testing.T) {
 				res := h.ok(releaseT("s1", "a", e, tc.outcome))
 				require.Equal(t, StatusReleased, res.Lease.Status)
 				require.Equal(t, e, res.Lease.Epoch)
-				require.Equal(t, h.now, res.Lease.StatusAt)
+				require.Equal(t, StampOf(h.now), res.Lease.StatusAt)
 				require.Equal(t, tc.state, res.Task.State)
 				require.Empty(t, h.m.SessionLeases("s1"))
 				require.Empty(t, h.m.LiveLeases())
@@ -474,7 +474,7 @@ func TestRelease(t *testing.T) {
 
 				switch tc.outcome {
 				case OutcomeGivenBack:
-					require.Equal(t, h.now, res.Task.ClaimableAt)
+					require.Equal(t, StampOf(h.now), res.Task.ClaimableAt)
 					r := h.ok(claimS("s2"))
 					require.Equal(t, "a", r.Task.ID)
 					require.Greater(t, r.Lease.Epoch, e)
@@ -613,7 +613,7 @@ func TestLeaderTransitions(t *testing.T) {
 	h.advance(time.Second)
 	res := h.ok(leaderOp(OpSuspect, "a", e))
 	require.Equal(t, StatusSuspectDead, res.Lease.Status)
-	require.Equal(t, h.now, res.Lease.StatusAt)
+	require.Equal(t, StampOf(h.now), res.Lease.StatusAt)
 	require.Equal(t, TaskLeased, res.Task.State)
 	require.Equal(t, []string{"a"}, leaseTasks(h.m.SessionLeases("s1")), "a suspect lease is still held")
 	h.noop(leaderOp(OpSuspect, "a", e), ErrLeaseNotActive)
@@ -626,8 +626,8 @@ func TestLeaderTransitions(t *testing.T) {
 	res = h.ok(Command{Op: OpRevive, TaskID: "a", Epoch: e, SessionID: "s1"})
 	require.Equal(t, StatusActive, res.Lease.Status)
 	require.Equal(t, e, res.Lease.Epoch)
-	require.Equal(t, h.now, res.Lease.HeartbeatAt)
-	require.Equal(t, h.now.Add(ttl), res.Lease.ExpiresAt)
+	require.Equal(t, StampOf(h.now), res.Lease.HeartbeatAt)
+	require.Equal(t, StampOf(h.now.Add(ttl)), res.Lease.ExpiresAt)
 	require.Equal(t, e, h.task("a").MaxEpoch, "a revival mints no epoch")
 
 	// suspect -> expired: can never be revived.
@@ -647,7 +647,7 @@ func TestLeaderTransitions(t *testing.T) {
 	res = h.ok(leaderOp(OpReclaim, "a", e))
 	require.Equal(t, StatusReclaimed, res.Lease.Status)
 	require.Equal(t, TaskPending, res.Task.State)
-	require.Equal(t, h.now, res.Task.ClaimableAt)
+	require.Equal(t, StampOf(h.now), res.Task.ClaimableAt)
 	require.Empty(t, h.m.LiveLeases())
 	for _, op := range []Op{OpSuspect, OpRevive, OpExpire, OpReclaim} {
 		h.noop(leaderOp(op, "a", e), ErrLeaseNotActive)
@@ -697,7 +697,7 @@ func TestReclaimResumeGuard(t *testing.T) {
 	res = h.ok(claimS("s2"))
 	e2 := res.Lease.Epoch
 	require.Greater(t, e2, e)
-	require.Equal(t, Checkpoint{Seq: 3, Step: "three", Data: []byte("data-three"), Epoch: e, At: t0}, *res.Task.Checkpoint)
+	require.Equal(t, Checkpoint{Seq: 3, Step: "three", Data: []byte("data-three"), Epoch: e, At: StampOf(t0)}, *res.Task.Checkpoint)
 	states := map[string]EffectState{}
 	for _, eff := range res.Task.Journal {
 		states[eff.Key] = eff.State
@@ -742,14 +742,14 @@ func TestJournal(t *testing.T) {
 	c.Effect.Status, c.Effect.Body, c.Effect.Epoch, c.Effect.State = 201, []byte("forged"), 1, EffectDone
 	res := h.ok(c)
 	require.Equal(t, Effect{Key: "k", Epoch: e, Method: "POST", URL: "http://downstream/k", BodyDigest: "d-k",
-		Deadline: dl, State: EffectIntent, RecordedAt: h.now}, *res.Effect)
+		Deadline: StampOf(dl), State: EffectIntent, RecordedAt: StampOf(h.now)}, *res.Effect)
 
 	// The same owner retrying its intent gets the same record.
 	h.advance(time.Second)
 	before := stateHash(t, h.m)
 	res = h.ok(intentT("s1", "a", e, "k", dl.Add(time.Hour)))
 	require.Equal(t, EffectIntent, res.Effect.State)
-	require.Equal(t, dl, res.Effect.Deadline)
+	require.Equal(t, StampOf(dl), res.Effect.Deadline)
 	require.Equal(t, before, stateHash(t, h.m))
 	require.Len(t, h.task("a").Journal, 1)
 
@@ -818,7 +818,7 @@ func TestJournalCompaction(t *testing.T) {
 	fill := func(h *harness, e uint64, done func(int) bool) {
 		tk := h.m.tasks["a"]
 		for i := range JournalLimit {
-			eff := &Effect{Key: key(i), Epoch: e, Deadline: dl, State: EffectIntent, RecordedAt: h.now}
+			eff := &Effect{Key: key(i), Epoch: e, Deadline: StampOf(dl), State: EffectIntent, RecordedAt: StampOf(h.now)}
 			if done(i) {
 				eff.State, eff.Status = EffectDone, 200
 			}

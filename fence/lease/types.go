@@ -54,11 +54,11 @@ const (
 // Checkpoint is the latest durable progress record of a task. It is handed
 // to the next owner after a reclaim.
 type Checkpoint struct {
-	Seq   uint64    `json:"seq"`
-	Step  string    `json:"step,omitempty"`
-	Data  []byte    `json:"data,omitempty"`
-	Epoch uint64    `json:"epoch"`
-	At    time.Time `json:"at"`
+	Seq   uint64 `json:"seq"`
+	Step  string `json:"step,omitempty"`
+	Data  []byte `json:"data,omitempty"`
+	Epoch uint64 `json:"epoch"`
+	At    Stamp  `json:"at"`
 }
 
 // Lease is the seed's lease record. Epoch is also the fencing token.
@@ -70,12 +70,12 @@ type Lease struct {
 	WorkerID    string        `json:"workerId"`
 	SessionID   string        `json:"sessionId"`
 	Epoch       uint64        `json:"leaseEpoch"`
-	AcquiredAt  time.Time     `json:"acquiredAt"`
-	ExpiresAt   time.Time     `json:"expiresAt"`
-	HeartbeatAt time.Time     `json:"heartbeatAt"`
+	AcquiredAt  Stamp         `json:"acquiredAt"`
+	ExpiresAt   Stamp         `json:"expiresAt"`
+	HeartbeatAt Stamp         `json:"heartbeatAt"`
 	TTL         time.Duration `json:"-"` // on the wire as ttlMs (json.go)
 	Status      Status        `json:"status"`
-	StatusAt    time.Time     `json:"statusAt"`
+	StatusAt    Stamp         `json:"statusAt"`
 	Reason      string        `json:"reason,omitempty"`
 	// ProgressAt is the moment the lease's progress deadline counts from:
 	// its last progress the leader knows of (a checkpoint or a progress
@@ -83,7 +83,7 @@ type Lease struct {
 	// office, whichever is latest. It lives in the leader's memory, never
 	// in the replicated record: the API overlays it on live leases, and it
 	// is zero when read from a follower.
-	ProgressAt time.Time `json:"progressAt,omitzero"`
+	ProgressAt Stamp `json:"progressAt,omitzero"`
 }
 
 // EffectState is the state of one journaled side effect.
@@ -104,12 +104,12 @@ type Effect struct {
 	Method     string              `json:"method"`
 	URL        string              `json:"url"`
 	BodyDigest string              `json:"bodyDigest,omitempty"`
-	Deadline   time.Time           `json:"deadline"`
+	Deadline   Stamp               `json:"deadline"`
 	State      EffectState         `json:"state"`
 	Status     int                 `json:"status,omitempty"`
 	Header     map[string][]string `json:"header,omitempty"`
 	Body       []byte              `json:"body,omitempty"`
-	RecordedAt time.Time           `json:"recordedAt"`
+	RecordedAt Stamp               `json:"recordedAt"`
 }
 
 // Task is one unit of work and everything the cluster knows about it.
@@ -121,15 +121,15 @@ type Task struct {
 	Priority     int           `json:"priority"`
 	Payload      []byte        `json:"payload,omitempty"`
 	State        TaskState     `json:"state"`
-	CreatedAt    time.Time     `json:"createdAt"`
-	UpdatedAt    time.Time     `json:"updatedAt"`
-	ClaimableAt  time.Time     `json:"claimableAt"`
+	CreatedAt    Stamp         `json:"createdAt"`
+	UpdatedAt    Stamp         `json:"updatedAt"`
+	ClaimableAt  Stamp         `json:"claimableAt"`
 	Attempts     uint64        `json:"attempts"`
 	MaxEpoch     uint64        `json:"maxEpoch"`
 	Lease        *Lease        `json:"lease,omitempty"`
 	History      []Lease       `json:"history,omitempty"`
 	Checkpoint   *Checkpoint   `json:"checkpoint,omitempty"`
-	WaitDeadline time.Time     `json:"waitDeadline,omitzero"`
+	WaitDeadline Stamp         `json:"waitDeadline,omitzero"`
 	Signal       []byte        `json:"signal,omitempty"`
 	Result       []byte        `json:"result,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
@@ -153,8 +153,8 @@ type Session struct {
 	WorkerID string `json:"workerId"`
 	// Owner is the identity that opened the session; only it may act
 	// through the session. Empty for sessions opened before identities.
-	Owner     string    `json:"owner,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	Owner     string `json:"owner,omitempty"`
+	CreatedAt Stamp  `json:"createdAt"`
 }
 
 // HistoryLimit bounds the lease records kept per task.

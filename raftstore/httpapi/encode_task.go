@@ -35,9 +35,9 @@ func appendTask(b []byte, t *lease.Task) ([]byte, bool) {
 	b = appendBytesField(b, `,"payload":`, t.Payload)
 	b = append(b, `,"state":`...)
 	b = appendString(b, string(t.State))
-	b = appendTimeField(b, `,"createdAt":`, t.CreatedAt, &ok)
-	b = appendTimeField(b, `,"updatedAt":`, t.UpdatedAt, &ok)
-	b = appendTimeField(b, `,"claimableAt":`, t.ClaimableAt, &ok)
+	b = appendTimeField(b, `,"createdAt":`, t.CreatedAt)
+	b = appendTimeField(b, `,"updatedAt":`, t.UpdatedAt)
+	b = appendTimeField(b, `,"claimableAt":`, t.ClaimableAt)
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendUint(b, t.Attempts, 10)
 	b = append(b, `,"maxEpoch":`...)
@@ -56,11 +56,11 @@ func appendTask(b []byte, t *lease.Task) ([]byte, bool) {
 		b = appendBytesField(b, `,"data":`, c.Data)
 		b = append(b, `,"epoch":`...)
 		b = strconv.AppendUint(b, c.Epoch, 10)
-		b = appendTimeField(b, `,"at":`, c.At, &ok)
+		b = appendTimeField(b, `,"at":`, c.At)
 		b = append(b, '}')
 	}
 	if !t.WaitDeadline.IsZero() {
-		b = appendTimeField(b, `,"waitDeadline":`, t.WaitDeadline, &ok)
+		b = appendTimeField(b, `,"waitDeadline":`, t.WaitDeadline)
 	}
 	b = appendBytesField(b, `,"signal":`, t.Signal)
 	b = appendBytesField(b, `,"result":`, t.Result)
@@ -90,18 +90,18 @@ func appendLease(b []byte, l *lease.Lease, ok *bool) []byte {
 	b = appendString(b, l.SessionID)
 	b = append(b, `,"leaseEpoch":`...)
 	b = strconv.AppendUint(b, l.Epoch, 10)
-	b = appendTimeField(b, `,"acquiredAt":`, l.AcquiredAt, ok)
-	b = appendTimeField(b, `,"expiresAt":`, l.ExpiresAt, ok)
-	b = appendTimeField(b, `,"heartbeatAt":`, l.HeartbeatAt, ok)
+	b = appendTimeField(b, `,"acquiredAt":`, l.AcquiredAt)
+	b = appendTimeField(b, `,"expiresAt":`, l.ExpiresAt)
+	b = appendTimeField(b, `,"heartbeatAt":`, l.HeartbeatAt)
 	b = append(b, `,"status":`...)
 	b = appendString(b, string(l.Status))
-	b = appendTimeField(b, `,"statusAt":`, l.StatusAt, ok)
+	b = appendTimeField(b, `,"statusAt":`, l.StatusAt)
 	if l.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendString(b, l.Reason)
 	}
 	if !l.ProgressAt.IsZero() {
-		b = appendTimeField(b, `,"progressAt":`, l.ProgressAt, ok)
+		b = appendTimeField(b, `,"progressAt":`, l.ProgressAt)
 	}
 	b = appendDuration(b, `,"ttlMs":`, `,"ttlExtraNs":`, l.TTL)
 	return append(b, '}')
@@ -152,24 +152,11 @@ func appendDuration(b []byte, msKey, extraKey string, d time.Duration) []byte {
 	return b
 }
 
-// appendTimeField appends a time as time.Time.MarshalJSON does, clearing
-// *ok when that method would fail (a year outside 0-9999, a zone offset
-// of 24 hours or more), so the caller lets json.Marshal report it.
-func appendTimeField(b []byte, key string, t time.Time, ok *bool) []byte {
-	b = append(b, key...)
-	b = append(b, '"')
-	n0 := len(b)
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	if b[n0+4] != '-' {
-		*ok = false
-	} else if last := b[len(b)-1]; last != 'Z' {
-		c := b[len(b)-len("Z07:00")]
-		h := 10*(b[len(b)-5]-'0') + (b[len(b)-4] - '0')
-		if ('0' <= c && c <= '9') || h >= 24 {
-			*ok = false
-		}
-	}
-	return append(b, '"')
+// appendTimeField appends a moment as time.Time.MarshalJSON writes it. A
+// lease.Stamp is UTC and within the years 1678-2262, so unlike a
+// time.Time it always has a JSON form.
+func appendTimeField(b []byte, key string, t lease.Stamp) []byte {
+	return t.AppendJSON(append(b, key...))
 }
 
 // encodeReply appends the hand-encodable replies; ok is false for any

@@ -188,7 +188,7 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 		}
 		for _, a := range e.down.Accepted(task) {
 			if a.Epoch == h.Epoch {
-				require.True(t, a.At.Before(h.StatusAt), "a write of epoch %d was accepted after the cluster ended it (%s at %v)", h.Epoch, h.Status, h.StatusAt)
+				require.True(t, a.At.Before(h.StatusAt.Time()), "a write of epoch %d was accepted after the cluster ended it (%s at %v)", h.Epoch, h.Status, h.StatusAt)
 			}
 		}
 	}

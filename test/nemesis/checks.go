@@ -138,9 +138,9 @@ func (h *History) CheckUntouchedLeases(tasks []lease.Task, stopped time.Time) []
 			default:
 				continue
 			}
-			if !h.wasTouched(l.WorkerID, l.AcquiredAt, l.StatusAt) {
+			if !h.wasTouched(l.WorkerID, l.AcquiredAt.Time(), l.StatusAt.Time()) {
 				bad = append(bad, fmt.Sprintf("task %s epoch %d of %s, untouched by any fault, ended %s at %s (acquired %s)",
-					t.ID, l.Epoch, l.WorkerID, l.Status, stamp(l.StatusAt), stamp(l.AcquiredAt)))
+					t.ID, l.Epoch, l.WorkerID, l.Status, stamp(l.StatusAt.Time()), stamp(l.AcquiredAt.Time())))
 			}
 		}
 	}
@@ -168,7 +168,7 @@ func Unowned(tasks []lease.Task) []string {
 		}
 		switch t.Lease.Status {
 		case lease.StatusSuspectDead, lease.StatusExpired:
-			out = append(out, fmt.Sprintf("%s epoch %d %s since %s", t.ID, t.Lease.Epoch, t.Lease.Status, stamp(t.Lease.StatusAt)))
+			out = append(out, fmt.Sprintf("%s epoch %d %s since %s", t.ID, t.Lease.Epoch, t.Lease.Status, stamp(t.Lease.StatusAt.Time())))
 		}
 	}
 	return out
@@ -182,7 +182,7 @@ func reclaimedAt(tasks map[string]lease.Task, task string, epoch uint64) (time.T
 	}
 	for _, l := range leasesOf(t) {
 		if l.Epoch == epoch && l.Status == lease.StatusReclaimed {
-			return l.StatusAt, true
+			return l.StatusAt.Time(), true
 		}
 	}
 	return time.Time{}, false

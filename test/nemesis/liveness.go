@@ -231,11 +231,11 @@ func (r *Run) checkWorkerFault(f *Fault, byID map[string]lease.Task) []string {
 	}
 	from := f.Start
 	if f.Kind == WorkerStall {
-		if lc := r.lastLeaderChange(l.StatusAt); lc.After(from) {
+		if lc := r.lastLeaderChange(l.StatusAt.Time()); lc.After(from) {
 			from = lc // a new leader restarts the progress clock
 		}
 	}
-	took := l.StatusAt.Sub(from)
+	took := l.StatusAt.Sub(lease.StampOf(from))
 	if took <= 0 {
 		return nil // it ended before the fault struck (completed in flight)
 	}
@@ -263,12 +263,12 @@ func (h *History) CheckWorkerReasons(tasks []lease.Task, stopped time.Time) []st
 			default:
 				continue
 			}
-			if !stopped.IsZero() && !l.StatusAt.Before(stopped) {
+			if !stopped.IsZero() && !l.StatusAt.Before(lease.StampOf(stopped)) {
 				continue
 			}
-			if !h.wasTouched(l.WorkerID, l.AcquiredAt, l.StatusAt) {
+			if !h.wasTouched(l.WorkerID, l.AcquiredAt.Time(), l.StatusAt.Time()) {
 				bad = append(bad, fmt.Sprintf("task %s epoch %d of %s, untouched by any fault, ended %s with reason %s at %s",
-					t.ID, l.Epoch, l.WorkerID, l.Status, l.Reason, stamp(l.StatusAt)))
+					t.ID, l.Epoch, l.WorkerID, l.Status, l.Reason, stamp(l.StatusAt.Time())))
 			}
 		}
 	}

@@ -71,9 +71,9 @@ func CheckLateWrites(log []Arrival, tasks map[string]lease.Task) []string {
 			if l.Epoch != a.Epoch || (l.Status != lease.StatusExpired && l.Status != lease.StatusReclaimed) {
 				continue
 			}
-			if a.At.After(l.StatusAt.Add(lateSlack)) {
+			if a.At.After(l.StatusAt.Add(lateSlack).Time()) {
 				bad = append(bad, fmt.Sprintf("task %s: epoch %d's write (key %s) arrived at %s, after the cluster had %s the lease at %s",
-					a.Task, a.Epoch, a.Key, stamp(a.At), l.Status, stamp(l.StatusAt)))
+					a.Task, a.Epoch, a.Key, stamp(a.At), l.Status, stamp(l.StatusAt.Time())))
 			}
 		}
 	}

@@ -52,7 +52,7 @@ func (r *Run) Finish(ctx context.Context) []string {
 		}
 		var chain []string
 		for _, l := range leasesOf(byID[f.Task]) {
-			chain = append(chain, fmt.Sprintf("%d:%s@%s", l.Epoch, l.Status, stamp(l.StatusAt)))
+			chain = append(chain, fmt.Sprintf("%d:%s@%s", l.Epoch, l.Status, stamp(l.StatusAt.Time())))
 		}
 		r.H.Logf("check", "%s: task %s state %s, leases %s", f, f.Task, byID[f.Task].State, strings.Join(chain, " "))
 		if f.Kind.onWorker() {

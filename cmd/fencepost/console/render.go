@@ -40,16 +40,30 @@ var funcs = template.FuncMap{
 	},
 }
 
-// ago renders how long ago t was, "" for the zero time.
-func ago(now, t time.Time) string {
+// moment reads a template argument that is either a time.Time (the API's
+// own replies) or a lease.Stamp (the lease model's records).
+func moment(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t
+	case lease.Stamp:
+		return t.Time()
+	}
+	return time.Time{}
+}
+
+// ago renders how long ago v was, "" for the zero time.
+func ago(now time.Time, v any) string {
+	t := moment(v)
 	if t.IsZero() {
 		return ""
 	}
 	return human(now.Sub(t)) + " ago"
 }
 
-// ts renders a time in UTC to the second.
-func ts(t time.Time) string {
+// ts renders a moment in UTC to the second.
+func ts(v any) string {
+	t := moment(v)
 	if t.IsZero() {
 		return ""
 	}
@@ -62,7 +76,7 @@ func validFor(now time.Time, l *lease.Lease) string {
 	if l == nil || !l.Status.Live() || l.ExpiresAt.IsZero() {
 		return ""
 	}
-	d := l.ExpiresAt.Sub(now)
+	d := l.ExpiresAt.Time().Sub(now)
 	if d <= 0 {
 		return "lapsed"
 	}
