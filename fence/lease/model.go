@@ -12,9 +12,12 @@ import (
 type Model struct {
 	tasks    map[string]*Task
 	sessions map[string]*Session
-	// held maps a session id to the ids of tasks whose live lease it holds;
-	// derived from tasks, rebuilt on restore.
-	held  map[string]map[string]struct{}
+	// held maps a session id to the tasks whose live lease it holds, in
+	// no particular order (Task.held is each one's slot); derived from
+	// tasks, rebuilt on restore. A slice, not a set: a heartbeat walks its
+	// session's leases, and 16 bytes a lease in a row cost a third of a
+	// map's slots and read faster.
+	held  map[string][]*Task
 	queue claimQueue
 	// owned maps an identity to what it holds (quotas); derived.
 	owned map[string]*usage
@@ -38,7 +41,7 @@ func New() *Model {
 	return &Model{
 		tasks:    map[string]*Task{},
 		sessions: map[string]*Session{},
-		held:     map[string]map[string]struct{}{},
+		held:     map[string][]*Task{},
 		owned:    map[string]*usage{},
 		dedup:    newDedupLog(),
 	}
@@ -93,6 +96,9 @@ func (m *Model) writable(t *Task) *Task {
 	c.gen = m.gen
 	if c.q = t.q; c.q != nil {
 		c.q.t = c
+	}
+	if c.held = t.held; c.held > 0 {
+		m.held[c.Lease.SessionID][c.held-1] = c
 	}
 	m.tasks[c.ID] = c
 	return c
@@ -250,10 +256,8 @@ func (m *Model) Sessions() []*Session {
 func (m *Model) SessionLeases(id string) []Lease {
 	set := m.held[id]
 	out := make([]Lease, 0, len(set))
-	for tid := range set {
-		if l := m.tasks[tid].Lease; l != nil {
-			out = append(out, *l)
-		}
+	for _, t := range set {
+		out = append(out, *t.Lease)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
 	return out
@@ -270,9 +274,9 @@ func (m *Model) LiveLeases() []Lease { return m.LiveLeasesPage("", 0) }
 func (m *Model) LiveLeasesPage(after string, limit int) []Lease {
 	var out []Lease
 	for _, set := range m.held {
-		for tid := range set {
-			if tid > after {
-				out = append(out, *m.tasks[tid].Lease)
+		for _, t := range set {
+			if t.ID > after {
+				out = append(out, *t.Lease)
 			}
 		}
 	}
@@ -309,7 +313,7 @@ func (m *Model) Counts() (tasks map[TaskState]int, sessions int) {
 // does) without touching replicated state.
 func (t *Task) clone() *Task {
 	c := *t
-	c.q, c.gen = nil, 0
+	c.q, c.gen, c.held = nil, 0, 0
 	if t.Lease != nil {
 		l := *t.Lease
 		c.Lease = &l

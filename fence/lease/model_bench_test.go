@@ -111,3 +111,45 @@ func BenchmarkApplyDedupSteadyState(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSessionScan walks one session's ten leases, as a heartbeat's
+// reply does, in a model of 10,000 sessions (100,000 leases): the walk is
+// bound by memory access, so the model is larger than the caches.
+func BenchmarkSessionScan(b *testing.B) {
+	const sessions, per = 10_000, 10
+	m := New()
+	var idx uint64
+	for s := range sessions {
+		sid := fmt.Sprintf("s-%06d", s)
+		idx++
+		m.Apply(idx, &Command{Op: OpOpenSession, SessionID: sid, WorkerID: "w", Time: t0})
+		for l := range per {
+			idx++
+			c := Command{Op: OpAcquire, SessionID: sid, TaskID: fmt.Sprintf("t-%06d-%d", s, l), Create: true, TTL: time.Minute, Time: t0}
+			if r := m.Apply(idx, &c); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+	ids := make([]string, 0, sessions)
+	for id := range m.SessionIDs() {
+		ids = append(ids, id)
+	}
+	var epochs uint64
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for l := range m.SessionScan(ids[i%len(ids)]) {
+			epochs += l.Epoch
+			n++
+		}
+		if n != per {
+			b.Fatalf("session %s: %d leases, want %d", ids[i%len(ids)], n, per)
+		}
+		i += 7919 // a prime: sessions far apart in the order, as heartbeats arrive
+	}
+	if epochs == 0 {
+		b.Fatal("no epochs read")
+	}
+}

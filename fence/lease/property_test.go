@@ -259,6 +259,7 @@ func (s *sim) expectedClaim() string {
 // just applied and its result (zero after a snapshot step).
 func (s *sim) check(t *rapid.T, c Command, r Result) {
 	m := s.a
+	requireIndexes(t, m)
 	tasks := map[string]*Task{}
 	for _, tk := range m.Tasks(TaskFilter{}) {
 		tasks[tk.ID] = tk

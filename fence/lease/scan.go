@@ -17,8 +17,8 @@ import (
 func (m *Model) LiveScan() iter.Seq[*Lease] {
 	return func(yield func(*Lease) bool) {
 		for _, set := range m.held {
-			for tid := range set {
-				if !yield(m.tasks[tid].Lease) {
+			for _, t := range set {
+				if !yield(t.Lease) {
 					return
 				}
 			}
@@ -30,8 +30,8 @@ func (m *Model) LiveScan() iter.Seq[*Lease] {
 // particular order.
 func (m *Model) SessionScan(id string) iter.Seq[*Lease] {
 	return func(yield func(*Lease) bool) {
-		for tid := range m.held[id] {
-			if l := m.tasks[tid].Lease; l != nil && !yield(l) {
+		for _, t := range m.held[id] {
+			if !yield(t.Lease) {
 				return
 			}
 		}

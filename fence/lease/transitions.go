@@ -35,8 +35,10 @@ func (m *Model) closeSession(c *Command) Result {
 		return Result{Err: ErrSessionNotFound}
 	}
 	var res Result
-	for tid := range m.held[c.SessionID] {
-		t := m.writable(m.tasks[tid])
+	// Backwards, because ending a lease moves the session's last held
+	// task into its slot, and that one has been visited already.
+	for i := len(m.held[c.SessionID]) - 1; i >= 0; i-- {
+		t := m.writable(m.held[c.SessionID][i])
 		switch t.Lease.Status {
 		case StatusActive:
 			m.endLease(t, StatusReleased, c, sessionClosedReason)
@@ -46,9 +48,6 @@ func (m *Model) closeSession(c *Command) Result {
 			t.Lease.Status, t.Lease.StatusAt, t.Lease.Reason = StatusExpired, c.at(), "session closed while suspect"
 			t.UpdatedAt = c.at()
 		}
-	}
-	if len(m.held[c.SessionID]) == 0 {
-		delete(m.held, c.SessionID)
 	}
 	m.countSession(m.sessions[c.SessionID], -1)
 	delete(m.sessions, c.SessionID)
@@ -142,6 +141,7 @@ func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 			t.History = append(t.History[:0:0], t.History[len(t.History)-HistoryLimit:]...)
 		}
 	}
+	m.unhold(t) // a no-op: only a task whose lease is over is granted
 	leaseID := c.LeaseID
 	if leaseID == "" {
 		leaseID = fmt.Sprintf("lease-%d", index)
@@ -156,10 +156,7 @@ func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 	t.Attempts++
 	t.UpdatedAt = c.at()
 	m.queue.remove(t)
-	if m.held[s.ID] == nil {
-		m.held[s.ID] = map[string]struct{}{}
-	}
-	m.held[s.ID][t.ID] = struct{}{}
+	m.hold(t)
 }
 
 // holderLease returns the task's lease if the command names its current
@@ -335,12 +332,7 @@ func (m *Model) endLease(t *Task, st Status, c *Command, reason string) {
 	l := t.Lease
 	l.Status, l.StatusAt, l.Reason = st, c.at(), reason
 	t.UpdatedAt = c.at()
-	if set := m.held[l.SessionID]; set != nil {
-		delete(set, t.ID)
-		if len(set) == 0 {
-			delete(m.held, l.SessionID)
-		}
-	}
+	m.unhold(t)
 }
 
 func (m *Model) makeClaimable(t *Task, c *Command) {

@@ -140,6 +140,9 @@ type Task struct {
 
 	// q is the task's slot in the claim queue, nil when not queued; derived.
 	q *qslot
+	// held is 1 + the task's slot in Model.held under its lease's
+	// session, 0 when its lease is not live; derived.
+	held int
 	// gen is the model generation the task was created or last copied in:
 	// a task older than the model's generation may be read by a snapshot
 	// view and is copied before it is changed (view.go).

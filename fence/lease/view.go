@@ -245,11 +245,9 @@ func (m *Model) restoreTask(t *Task) {
 	if t.State == TaskPending {
 		m.queue.push(t)
 	}
+	t.held = 0
 	if l := t.Lease; l != nil && l.Status.Live() {
-		if m.held[l.SessionID] == nil {
-			m.held[l.SessionID] = map[string]struct{}{}
-		}
-		m.held[l.SessionID][t.ID] = struct{}{}
+		m.hold(t)
 	}
 }
 

@@ -134,8 +134,12 @@ func TestViewIsolatedFromLaterApplies(t *testing.T) {
 	}
 }
 
-// requireIndexes checks the derived claim queue against the tasks.
-func requireIndexes(t *testing.T, m *Model) {
+// requireIndexes checks the derived claim queue and held slots against
+// the tasks.
+func requireIndexes(t interface {
+	require.TestingT
+	Helper()
+}, m *Model) {
 	t.Helper()
 	pending := 0
 	for _, tk := range m.tasks {
@@ -151,6 +155,26 @@ func requireIndexes(t *testing.T, m *Model) {
 		require.Equal(t, i, s.idx)
 		require.Same(t, m.tasks[s.t.ID], s.t)
 	}
+	// The held slots point at the model's current copy of each task whose
+	// lease is live, and at nothing else.
+	live := 0
+	for _, tk := range m.tasks {
+		if tk.Lease == nil || !tk.Lease.Status.Live() {
+			require.Zero(t, tk.held, "task %s's lease is not live: not held", tk.ID)
+			continue
+		}
+		live++
+		set := m.held[tk.Lease.SessionID]
+		require.Positive(t, tk.held, "task %s's live lease is held", tk.ID)
+		require.LessOrEqual(t, tk.held, len(set))
+		require.Same(t, tk, set[tk.held-1], "task %s's slot holds its current copy", tk.ID)
+	}
+	n := 0
+	for sid, set := range m.held {
+		require.NotEmpty(t, set, "session %s has no held tasks and no entry", sid)
+		n += len(set)
+	}
+	require.Equal(t, live, n, "every held slot is a live lease")
 }
 
 // TestViewCopiesOnlyWhileOpen: a task is copied before its first change
