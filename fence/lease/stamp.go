@@ -32,8 +32,8 @@ var (
 var ErrStampRange = errors.New("lease: time outside the years 1678-2262")
 
 // StampOf returns t as a Stamp. The zero time is the zero Stamp; a moment
-// outside the range is clamped to its nearest end (use ParseStamp or
-// UnmarshalJSON to refuse it instead). The single instant of the Unix
+// outside the range is clamped to its nearest end (UnmarshalJSON refuses
+// it instead). The single instant of the Unix
 // epoch itself, which a leader's clock never reads, becomes one
 // nanosecond later so that it is not taken for "never".
 func StampOf(t time.Time) Stamp {
@@ -122,7 +122,7 @@ func (s *Stamp) UnmarshalJSON(b []byte) error {
 	if err := t.UnmarshalJSON(b); err != nil {
 		return err
 	}
-	v, err := ParseStamp(t)
+	v, err := parseStamp(t)
 	if err != nil {
 		return err
 	}
@@ -130,9 +130,9 @@ func (s *Stamp) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseStamp is StampOf that refuses a moment outside the range instead of
+// parseStamp is StampOf that refuses a moment outside the range instead of
 // clamping it.
-func ParseStamp(t time.Time) (Stamp, error) {
+func parseStamp(t time.Time) (Stamp, error) {
 	if !t.IsZero() && (t.Before(stampMin) || t.After(stampMax)) {
 		return 0, ErrStampRange
 	}
