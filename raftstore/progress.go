@@ -55,9 +55,12 @@ func (l *lessor) progressedLocked(k leaseKey, at time.Time) {
 	if !l.leading {
 		return
 	}
+	if at.IsZero() {
+		return
+	}
 	tr := l.deadlines[k]
-	if at.After(tr.progress) {
-		tr.progress = at
+	if tr.progress == 0 || at.After(l.timeOf(tr.progress)) {
+		tr.progress = l.instantOf(at)
 		l.deadlines[k] = tr
 	}
 }
@@ -65,15 +68,24 @@ func (l *lessor) progressedLocked(k leaseKey, at time.Time) {
 // limitsLocked returns lease ls's stall limits, resolving and caching them
 // in tr the first time (a profile lookup per lease, not per tick).
 func (l *lessor) limitsLocked(tr *tracked, profile func(task string) (string, bool), task string) stallLimits {
-	if !tr.limitsKnown {
+	if tr.limits == nil {
+		var v stallLimits
 		if l.stallOf != nil && profile != nil {
 			if name, ok := profile(task); ok {
-				tr.limits = l.stallOf(name)
+				v = l.stallOf(name)
 			}
 		}
-		tr.limitsKnown = true
+		tr.limits = l.limits.of(v)
 	}
-	return tr.limits
+	return *tr.limits
+}
+
+// limitsOf returns tr's stall limits; none before they are resolved.
+func limitsOf(tr tracked) stallLimits {
+	if tr.limits == nil {
+		return stallLimits{}
+	}
+	return *tr.limits
 }
 
 // lastProgressLocked is the progress an active lease is judged by: its
@@ -81,8 +93,8 @@ func (l *lessor) limitsLocked(tr *tracked, profile func(task string) (string, bo
 // whichever is latest.
 func (l *lessor) lastProgressLocked(ls *lease.Lease, tr tracked) time.Time {
 	last := ls.AcquiredAt.Time()
-	if tr.progress.After(last) {
-		last = tr.progress
+	if p := l.timeOf(tr.progress); tr.progress != 0 && p.After(last) {
+		last = p
 	}
 	if l.promotedAt.After(last) {
 		last = l.promotedAt
@@ -93,7 +105,8 @@ func (l *lessor) lastProgressLocked(ls *lease.Lease, tr tracked) time.Time {
 // stalledLocked reports whether an active lease has shown no progress for
 // longer than its progress timeout at now.
 func (l *lessor) stalledLocked(ls *lease.Lease, tr tracked, now time.Time) bool {
-	return tr.limits.timeout > 0 && now.After(l.lastProgressLocked(ls, tr).Add(tr.limits.timeout))
+	timeout := limitsOf(tr).timeout
+	return timeout > 0 && now.After(l.lastProgressLocked(ls, tr).Add(timeout))
 }
 
 // stallExpiryLocked is when a lease suspected of stalling expires: the
@@ -106,7 +119,7 @@ func (l *lessor) stallExpiryLocked(ls *lease.Lease, tr tracked) time.Time {
 	if l.promotedAt.After(from) {
 		from = l.promotedAt
 	}
-	return from.Add(l.grace + tr.limits.report)
+	return from.Add(l.grace + limitsOf(tr).report)
 }
 
 // stallCleared reports whether a lease suspected of stalling has shown
@@ -117,7 +130,7 @@ func (l *lessor) stallCleared(ls lease.Lease, limits stallLimits) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	tr := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]
-	return !tr.progress.IsZero() && tr.progress.After(ls.StatusAt.Time().Add(-limits.timeout))
+	return tr.progress != 0 && l.timeOf(tr.progress).After(ls.StatusAt.Time().Add(-limits.timeout))
 }
 
 // progressAt returns the moment lease ls's progress deadline counts from
