@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -61,12 +62,15 @@ type history struct {
 	packBuf []byte
 }
 
-// taskLog is one task's events, oldest first.
+// taskLog is one task's events, oldest first. There is one per task in
+// the history, so it is kept to 64 bytes: its byte count is bounded by
+// HistoryBytesPerTask plus one event, and its count of dropped events
+// stops at the largest uint32.
 type taskLog struct {
 	id         string
 	events     []storedEvent
-	bytes      int
-	dropped    uint64
+	bytes      int32
+	dropped    uint32
 	prev, next *taskLog // in history's list
 }
 
@@ -222,16 +226,18 @@ func (h *history) appendTask(id string, e storedEvent, n int) {
 	}
 	h.pushNewest(tl)
 	tl.events = append(tl.events, e)
-	tl.bytes += n
+	tl.bytes += int32(n)
 	h.bytes += n
-	for len(tl.events) > 1 && (len(tl.events) > h.lim.perTask || tl.bytes > h.lim.perTaskBytes) {
+	for len(tl.events) > 1 && (len(tl.events) > h.lim.perTask || int(tl.bytes) > h.lim.perTaskBytes) {
 		old := unpack(&tl.events[0], tl.id)
 		n := eventBytes(&old)
 		tl.events[0] = storedEvent{}
 		tl.events = tl.events[1:]
-		tl.bytes -= n
+		tl.bytes -= int32(n)
 		h.bytes -= n
-		tl.dropped++
+		if tl.dropped < math.MaxUint32 {
+			tl.dropped++
+		}
 	}
 	// Forget whole histories, least recently changed first, but never the
 	// one just written.
@@ -245,7 +251,7 @@ func (h *history) forget(id string) {
 	if tl == nil {
 		return
 	}
-	h.bytes -= tl.bytes
+	h.bytes -= int(tl.bytes)
 	h.unlink(tl)
 	delete(h.tasks, id)
 }
@@ -288,7 +294,7 @@ func (h *history) task(id string) (api.TaskHistory, bool) {
 	for i := range tl.events {
 		evs[i] = unpack(&tl.events[i], tl.id)
 	}
-	return api.TaskHistory{TaskID: id, Events: evs, Dropped: tl.dropped}, true
+	return api.TaskHistory{TaskID: id, Events: evs, Dropped: uint64(tl.dropped)}, true
 }
 
 // since returns the feed's events after seq (at most MaxFeedPage), or,

@@ -21,13 +21,14 @@ import (
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
-// storedEvent is an api.HistoryEvent as the history keeps it: 80 bytes
+// storedEvent is an api.HistoryEvent as the history keeps it: 64 bytes
 // where the api form takes 312.
 //
 // The task id is not kept: a task's log knows it, and the feed keeps it
-// beside the event (feedEvent). Session, worker and identity repeat across
-// a session's events, so they are interned (unique.Handle is one word,
-// and its value is shared by every event naming it). Fields that come
+// beside the event (feedEvent). Session, worker and identity repeat
+// together across a session's events, so the three are interned as one
+// (unique.Handle is one word, and its value is shared by every event
+// naming the same three). Fields that come
 // from a fixed set are codes into the tables below; one outside its table
 // has codeOther and its value in extra. Time is unix nanoseconds when that
 // gives back the same time.Time (zone says how), in extra otherwise.
@@ -35,9 +36,7 @@ type storedEvent struct {
 	seq, index uint64
 	nanos      int64
 	epoch      uint64
-	session    unique.Handle[string]
-	worker     unique.Handle[string]
-	by         unique.Handle[string]
+	who        unique.Handle[actors]
 	// extra holds the fields that are set on few events (tagged, see
 	// tagCheckpointSeq): a checkpoint's seq and step, a journal record's
 	// key and call, a blocked report's count and trace, values outside the
@@ -183,7 +182,7 @@ const (
 // comes back as a fixed zone of the same name and offset at that instant.
 func pack(e *api.HistoryEvent, buf *[]byte) storedEvent {
 	s := storedEvent{seq: e.Seq, index: e.Index, epoch: e.Epoch,
-		session: intern(e.SessionID), worker: intern(e.WorkerID), by: intern(e.By)}
+		who: intern(actors{e.SessionID, e.WorkerID, e.By})}
 	b := (*buf)[:0]
 	b = putUint(b, tagCheckpointSeq, e.CheckpointSeq)
 	b = putUint(b, tagCount, e.Count)
@@ -212,8 +211,9 @@ func pack(e *api.HistoryEvent, buf *[]byte) storedEvent {
 // unpack returns the api form of s, an event of task taskID. Its strings
 // share the stored ones: reading allocates nothing but the event.
 func unpack(s *storedEvent, taskID string) api.HistoryEvent {
+	who := value(s.who)
 	e := api.HistoryEvent{Seq: s.seq, Index: s.index, TaskID: taskID, Epoch: s.epoch,
-		SessionID: value(s.session), WorkerID: value(s.worker), By: value(s.by),
+		SessionID: who.session, WorkerID: who.worker, By: who.by,
 		Kind: eventKinds.name(s.kind), Status: lease.Status(statuses.name(s.status)),
 		State: lease.TaskState(taskStates.name(s.state)), EffectState: lease.EffectState(effectStates.name(s.effect)),
 		Error: errorCodes.name(s.errCode), Reason: reasons.name(s.reason)}
@@ -262,18 +262,24 @@ func unpack(s *storedEvent, taskID string) api.HistoryEvent {
 	return e
 }
 
-// intern returns s's handle; the zero handle stands for "".
-func intern(s string) unique.Handle[string] {
-	if s == "" {
-		return unique.Handle[string]{}
+// actors are the session, worker and identity an event names.
+type actors struct{ session, worker, by string }
+
+// intern returns v's handle; the zero handle stands for v's zero value,
+// which is then never put in the unique map.
+func intern[T comparable](v T) unique.Handle[T] {
+	var zero T
+	if v == zero {
+		return unique.Handle[T]{}
 	}
-	return unique.Make(s)
+	return unique.Make(v)
 }
 
 // value is intern's inverse (the zero handle's Value would panic).
-func value(h unique.Handle[string]) string {
-	if h == (unique.Handle[string]{}) {
-		return ""
+func value[T comparable](h unique.Handle[T]) T {
+	if h == (unique.Handle[T]{}) {
+		var zero T
+		return zero
 	}
 	return h.Value()
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fencepost/fencepost/fence/api"
 	"github.com/fencepost/fencepost/fence/lease"
@@ -323,4 +324,29 @@ func TestHistoryBoundsRandomEventsAsBefore(t *testing.T) {
 	}
 	feed, _ := h.since(0, false)
 	requireSameEvents(t, all[len(all)-lim.feed:], feed.Events, "seed %d: the feed is the last events", seed)
+}
+
+// TestHistoryRecordSizes: the history keeps a taskLog per task and a
+// storedEvent per event on every node; growing either is a memory
+// regression on every member (issue 27).
+func TestHistoryRecordSizes(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(storedEvent{}), uintptr(64))
+	require.LessOrEqual(t, unsafe.Sizeof(taskLog{}), uintptr(64))
+}
+
+// TestHistoryDroppedSaturates: a task's count of dropped events stops at
+// the largest it can hold instead of wrapping to a small number.
+func TestHistoryDroppedSaturates(t *testing.T) {
+	h := newHistory(historyLimits{perTask: 1, perTaskBytes: 1 << 20, totalBytes: 1 << 30, feed: 8})
+	ev := func(i int) api.HistoryEvent {
+		return api.HistoryEvent{Kind: "checkpoint", TaskID: "t", Epoch: 1, Time: time.Unix(int64(i), 0).UTC()}
+	}
+	h.add([]api.HistoryEvent{ev(0)}, false)
+	h.tasks["t"].dropped = math.MaxUint32 - 1
+	h.add([]api.HistoryEvent{ev(1)}, false)
+	h.add([]api.HistoryEvent{ev(2)}, false)
+	got, ok := h.task("t")
+	require.True(t, ok)
+	require.Equal(t, uint64(math.MaxUint32), got.Dropped)
+	require.Len(t, got.Events, 1)
 }
