@@ -13,12 +13,11 @@ const DedupMax = 200_000
 // dedupLog remembers applied request ids, oldest first. Every mutation
 // carries one, so with a lease per request it holds one record per lease
 // granted in the last DedupWindow: the records are kept in one slice in
-// arrival order (pruning drops a prefix) and the map only points into it,
-// which costs about a third of a map holding whole entries next to a
-// separate order list.
+// arrival order (pruning drops a prefix) and the index only points into
+// it (dedupindex.go), with 4 bytes a slot.
 type dedupLog struct {
-	// byID maps a request id to the sequence number of its record.
-	byID map[string]uint64
+	// byID finds a request id's record.
+	byID idIndex
 	// recs[i] is the record with sequence number base+i.
 	recs []dedupRec
 	base uint64
@@ -57,21 +56,21 @@ type dedupRef struct {
 	At Stamp  `json:"at"`
 }
 
-func newDedupLog() dedupLog { return dedupLog{byID: map[string]uint64{}} }
+func newDedupLog() dedupLog { return dedupLog{byID: newIDIndex()} }
 
 // get returns the record of request id, if remembered.
 func (d *dedupLog) get(id string) (*dedupRec, bool) {
-	seq, ok := d.byID[id]
-	if !ok {
+	i := d.byID.find(d, id)
+	if i < 0 {
 		return nil, false
 	}
-	return &d.recs[seq-d.base], true
+	return &d.recs[seqOf(d.byID.slots[i], d.base)-d.base], true
 }
 
 // add remembers r; its id must not be remembered already.
 func (d *dedupLog) add(r dedupRec) {
-	d.byID[r.id] = d.base + uint64(len(d.recs))
 	d.recs = append(d.recs, r)
+	d.byID.insert(d, r.id, d.base+uint64(len(d.recs)-1))
 }
 
 // prune forgets the records older than DedupWindow at now, and the oldest
@@ -84,7 +83,7 @@ func (d *dedupLog) prune(now Stamp, shared bool) {
 		if len(d.recs)-n <= DedupMax && now.Sub(r.at) < DedupWindow {
 			break
 		}
-		delete(d.byID, r.id)
+		d.byID.remove(d, r.id, d.base+uint64(n))
 		n++
 	}
 	if n > 0 {
@@ -96,6 +95,7 @@ func (d *dedupLog) prune(now Stamp, shared bool) {
 		}
 		d.recs = d.recs[n:]
 		d.base += uint64(n)
+		d.byID.shrink(d)
 	}
 }
 

@@ -225,7 +225,7 @@ func readSnapshot(dec *json.Decoder) (*Model, error) {
 		if !ok {
 			continue
 		}
-		if _, dup := n.dedup.byID[ref.ID]; dup {
+		if _, dup := n.dedup.get(ref.ID); dup {
 			continue
 		}
 		n.dedup.add(dedupRec{id: ref.ID, taskID: e.TaskID, key: e.Key, index: e.Index, epoch: e.Epoch, at: ref.At, code: codeNamed(e.Code), fp: e.FP})
