@@ -147,8 +147,8 @@ func decodeBody(body []byte, v any) error {
 // same way).
 func applyCommand(f *fsm, index uint64, body []byte) (any, error) {
 	var c lease.Command
-	if err := decodeBody(body, &c); err != nil {
-		return nil, err
+	if err := lease.DecodeCommand(body, &c); err != nil {
+		return nil, fmt.Errorf("undecodable body: %v", err)
 	}
 	f.mu.Lock()
 	res := f.model.Apply(index, &c)
