@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencepost/fencepost/fence/jsonscan"
 	"github.com/fencepost/fencepost/fence/lease"
 )
 
@@ -155,8 +156,8 @@ func TestParseListHintIsCapped(t *testing.T) {
 	body := []byte(`{"leases":[{"taskId":"a","epoch":1}],"x":"` + strings.Repeat("{", 100_000) + `"}`)
 	_, ok := ParseHeartbeatRequest(body)
 	require.False(t, ok, "an unknown key is not the plain shape")
-	p := &cursor{b: []byte(`[{"taskId":"a","epoch":1}]` + strings.Repeat("{", 100_000))}
-	out, ok := parseList(p, (*cursor).held)
+	p := jsonscan.New([]byte(`[{"taskId":"a","epoch":1}]` + strings.Repeat("{", 100_000)))
+	out, ok := parseList(p, held)
 	require.True(t, ok)
 	require.Len(t, out, 1)
 	require.LessOrEqual(t, cap(out), maxListHint)

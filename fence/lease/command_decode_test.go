@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencepost/fencepost/fence/jsonscan"
 )
 
 // randomCommand builds a command with every field at random: strings
@@ -100,7 +102,7 @@ func TestDecodeCommandMatchesJSON(t *testing.T) {
 		data, err := json.Marshal(&c)
 		require.NoError(t, err)
 		var f Command
-		hit := decodeCommandFast(data, &f)
+		hit := decodeCommandFast(jsonscan.New(data), &f)
 		if plain {
 			require.True(t, hit, "seed %d case %d: a plain command left the fast path: %s", seed, i, data)
 			fast++
@@ -170,7 +172,7 @@ func TestDecodeCommandKnowsEveryField(t *testing.T) {
 		}
 	}
 	var got Command
-	require.True(t, decodeCommandFast(data, &got), "the fast path must read %s", data)
+	require.True(t, decodeCommandFast(jsonscan.New(data), &got), "the fast path must read %s", data)
 	require.True(t, reflect.DeepEqual(c, got), "%+v", got)
 }
 

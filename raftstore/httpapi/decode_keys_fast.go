@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/fencepost/fencepost/fence/api"
+	"github.com/fencepost/fencepost/fence/jsonscan"
 )
 
 // errSlow sends scanKeys' caller to the token walk: a key with an escape
@@ -25,7 +25,7 @@ type keyScanner struct {
 	i int
 }
 
-func (p *keyScanner) ws() { p.i = api.SkipJSONSpace(p.b, p.i) }
+func (p *keyScanner) ws() { p.i = jsonscan.SkipSpace(p.b, p.i) }
 
 // str consumes a string and returns its raw bytes; escaped reports a
 // backslash inside.
