@@ -19,3 +19,15 @@ func decodeHeartbeat(body []byte) (api.HeartbeatRequest, error) {
 	err := decodeBody(body, &req)
 	return req, err
 }
+
+// decodeCheckpoint is decodeHeartbeat for a checkpoint body
+// (api.ParseCheckpointRequest); FuzzDecodeCheckpoint holds the two paths
+// to the same result.
+func decodeCheckpoint(body []byte) (api.CheckpointRequest, error) {
+	if r, ok := api.ParseCheckpointRequest(body); ok {
+		return r, nil
+	}
+	var req api.CheckpointRequest
+	err := decodeBody(body, &req)
+	return req, err
+}

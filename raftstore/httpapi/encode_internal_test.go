@@ -124,3 +124,35 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		require.True(t, reflect.DeepEqual(slow, fast), "%q: fast %#v, encoding/json %#v", body, fast, slow)
 	})
 }
+
+// FuzzDecodeCheckpoint: whatever the checkpoint fast path accepts,
+// decodeBody accepts too, with the same result; and the body a client
+// library sends takes the fast path.
+func FuzzDecodeCheckpoint(f *testing.F) {
+	for _, s := range []string{`{}`, `{"sessionId":"s","epoch":3,"seq":4,"step":"fetch","data":"aGk="}`,
+		` { "epoch" : 1 , "sessionId" : "ü" , "data" : "" } `, `{"epoch":01}`, `{"data":"a"}`, `{"data":null}`,
+		`{"sessionId":"a","sessionId":"b"}`, `{"SessionId":"a"}`, `{"step":"a\"b"}`, `{"epoch":1.0}`,
+		`{"epoch":18446744073709551616}`, `{"seq":-1}`, `{"epoch":1} x`, `{"other":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := api.ParseCheckpointRequest(body)
+		if !ok {
+			return
+		}
+		var slow api.CheckpointRequest
+		require.NoError(t, decodeBody(body, &slow), "fast path accepted what decodeBody refuses: %q", body)
+		require.True(t, reflect.DeepEqual(slow, fast), "%q: fast %#v, encoding/json %#v", body, fast, slow)
+	})
+}
+
+// TestCheckpointBodyTakesTheFastPath: what json.Marshal writes for a
+// checkpoint (the Go client, the SDKs) is the plain shape.
+func TestCheckpointBodyTakesTheFastPath(t *testing.T) {
+	req := api.CheckpointRequest{SessionID: "sess-1", Epoch: 7, Seq: 3, Step: "step 3", Data: []byte("state")}
+	body, err := json.Marshal(req)
+	require.NoError(t, err)
+	got, ok := api.ParseCheckpointRequest(body)
+	require.True(t, ok, "%s", body)
+	require.Equal(t, req, got)
+}

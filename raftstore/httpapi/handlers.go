@@ -166,8 +166,8 @@ func (s *Server) claim(c *call) (int, any, error) {
 }
 
 func (s *Server) checkpoint(c *call) (int, any, error) {
-	var req api.CheckpointRequest
-	if err := c.decode(&req); err != nil {
+	req, err := decodeCheckpoint(c.rc.PostBody())
+	if err != nil {
 		return 0, nil, err
 	}
 	if err := requireIDs("task id", c.p.id, "sessionId", req.SessionID); err != nil {
