@@ -37,8 +37,6 @@ type lessor struct {
 	// stallOf gives a profile's progress deadline (progress.go); nil: none.
 	stallOf stallLimitsFunc
 
-	// base is what the entries' instants count from (instant.go).
-	base       time.Time
 	limits     limitsTable
 	leading    bool
 	promotedAt time.Time
@@ -70,35 +68,22 @@ type sessionClock struct {
 	closing bool
 }
 
-// tracked is what the leader keeps of one live lease: its in-memory
-// deadline, its progress, its stall limits and the scan that last saw it
-// live. There is one per live lease, so it is 32 bytes: instants, not
-// time.Times, and the limits shared per profile.
+// tracked is the in-memory deadline of one lease and the scan that last
+// saw the lease live.
 type tracked struct {
-	// at is the deadline promote gave the lease, 0 when none (a lease
-	// granted since: its replicated ExpiresAt is its deadline).
-	at  instant
+	at  time.Time
 	gen uint64
-	// progress is the lease's last progress known to this leader, 0 when
-	// none since it took office (progress.go).
-	progress instant
-	// limits are the lease's stall limits, nil until first resolved.
+	// progress is the lease's last progress known to this leader, zero
+	// when none since it took office (progress.go).
+	progress time.Time
+	// limits are the lease's stall limits, shared per profile
+	// (limitsTable), nil until first resolved.
 	limits *stallLimits
 }
 
 func newLessor(clock Clock, grace, idle time.Duration, stallOf stallLimitsFunc) *lessor {
-	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1, stallOf: stallOf, base: clock.Now(),
+	return &lessor{clock: clock, grace: grace, idle: idle, spread: 0.1, stallOf: stallOf,
 		deadlines: map[leaseKey]tracked{}, sessions: map[string]sessionClock{}}
-}
-
-// deadlineAfter returns the later of d and tr's in-memory deadline.
-func (l *lessor) deadlineAfter(tr tracked, d time.Time) time.Time {
-	if tr.at != 0 {
-		if at := l.timeOf(tr.at); at.After(d) {
-			return at
-		}
-	}
-	return d
 }
 
 // stagger returns the deterministic extra time promote gives lease k:
@@ -120,9 +105,8 @@ func (l *lessor) stagger(k leaseKey, ttl time.Duration) time.Duration {
 
 // extend sets k's deadline to at least d; deadlines never move back.
 func (l *lessor) extend(k leaseKey, d time.Time) {
-	cur := l.deadlines[k]
-	if cur.at == 0 || d.After(l.timeOf(cur.at)) {
-		cur.at = l.instantOf(d)
+	if cur, ok := l.deadlines[k]; !ok || d.After(cur.at) {
+		cur.at = d
 		l.deadlines[k] = cur
 	}
 }
@@ -217,7 +201,10 @@ func (l *lessor) deadline(ls lease.Lease) time.Time {
 }
 
 func (l *lessor) deadlineLocked(ls lease.Lease) time.Time {
-	d := l.deadlineAfter(l.deadlines[leaseKey{ls.TaskID, ls.Epoch}], ls.ExpiresAt.Time())
+	d := ls.ExpiresAt.Time()
+	if m, ok := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]; ok && m.at.After(d) {
+		d = m.at
+	}
 	return l.renewedLocked(&ls, d)
 }
 
@@ -287,14 +274,22 @@ func (l *lessor) plan(in expiryInput, limit int) []lease.Command {
 	if in.Leases != nil {
 		for ls := range in.Leases {
 			k := leaseKey{ls.TaskID, ls.Epoch}
-			tr := l.deadlines[k]
+			tr, ok := l.deadlines[k]
+			if !ok {
+				// Granted since promote: its replicated ExpiresAt is the
+				// grant time + TTL stamped by this leader.
+				tr.at = ls.ExpiresAt.Time()
+			}
 			tr.gen = l.gen
 			l.limitsLocked(&tr, in.Profile, ls.TaskID)
 			l.deadlines[k] = tr
 			if len(out) >= limit {
 				continue // keep marking, so the sweep below stays right
 			}
-			d := l.deadlineAfter(tr, ls.ExpiresAt.Time())
+			d := ls.ExpiresAt.Time()
+			if tr.at.After(d) {
+				d = tr.at
+			}
 			// The session's renewal is looked up only for a lease that
 			// looks due without it: most leases are not, and the tick
 			// then costs one map access per lease.

@@ -229,7 +229,7 @@ func TestLessorPromoteExtendsNeverShortensAndSpreads(t *testing.T) {
 	// One lease was renewed by this node far into the future earlier
 	// (it led before, and LeaderCh coalesced the change): keep it.
 	far := start.Add(time.Hour)
-	l.deadlines[leaseKey{leases[0].TaskID, leases[0].Epoch}] = tracked{at: l.instantOf(far)}
+	l.deadlines[leaseKey{leases[0].TaskID, leases[0].Epoch}] = tracked{at: far}
 	l.promote(leases, []string{"s1"})
 
 	distinct := map[time.Time]bool{}

@@ -55,12 +55,9 @@ func (l *lessor) progressedLocked(k leaseKey, at time.Time) {
 	if !l.leading {
 		return
 	}
-	if at.IsZero() {
-		return
-	}
 	tr := l.deadlines[k]
-	if tr.progress == 0 || at.After(l.timeOf(tr.progress)) {
-		tr.progress = l.instantOf(at)
+	if at.After(tr.progress) {
+		tr.progress = at
 		l.deadlines[k] = tr
 	}
 }
@@ -93,8 +90,8 @@ func limitsOf(tr tracked) stallLimits {
 // whichever is latest.
 func (l *lessor) lastProgressLocked(ls *lease.Lease, tr tracked) time.Time {
 	last := ls.AcquiredAt.Time()
-	if p := l.timeOf(tr.progress); tr.progress != 0 && p.After(last) {
-		last = p
+	if tr.progress.After(last) {
+		last = tr.progress
 	}
 	if l.promotedAt.After(last) {
 		last = l.promotedAt
@@ -130,7 +127,7 @@ func (l *lessor) stallCleared(ls lease.Lease, limits stallLimits) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	tr := l.deadlines[leaseKey{ls.TaskID, ls.Epoch}]
-	return tr.progress != 0 && l.timeOf(tr.progress).After(ls.StatusAt.Time().Add(-limits.timeout))
+	return !tr.progress.IsZero() && tr.progress.After(ls.StatusAt.Time().Add(-limits.timeout))
 }
 
 // progressAt returns the moment lease ls's progress deadline counts from
