@@ -12,7 +12,7 @@ import (
 // and the id itself is read from the record it points at.
 //
 // It is an open-addressing table with linear probing on a hash of the id
-// (maphash, seeded per process: lookups do not depend on the seed, so the
+// (maphash, seeded per log: lookups do not depend on the seed, so the
 // model stays deterministic). A slot holds seqCode(seq), never 0, and 0 is
 // an empty slot. A lookup compares the record's id, so two ids of one hash
 // never confuse each other. Removal shifts the following run back

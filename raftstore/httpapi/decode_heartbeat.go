@@ -4,30 +4,29 @@ import (
 	"github.com/fencepost/fencepost/fence/api"
 )
 
-// decodeHeartbeat decodes a heartbeat body exactly as decodeBody would:
-// the plain shape sidecars send is parsed by hand (api.ParseHeartbeatRequest,
-// which says why), anything else goes to decodeBody, which decides and
-// words the error. FuzzDecodeHeartbeat holds the two to the same result.
+// decodeFast decodes body exactly as decodeBody would: the plain shape
+// clients send is parsed by hand (parse: api.ParseHeartbeatRequest says
+// why), anything else goes to decodeBody, which decides and words the
+// error. FuzzDecodeHeartbeat and FuzzDecodeCheckpoint hold the two paths
+// to the same result.
 //
-// The request is returned by value: the leader decodes one per heartbeat,
-// and only the encoding/json path needs it on the heap.
-func decodeHeartbeat(body []byte) (api.HeartbeatRequest, error) {
-	if r, ok := api.ParseHeartbeatRequest(body); ok {
+// The request is returned by value: the leader decodes one per heartbeat
+// and per checkpoint, and only the encoding/json path needs it on the heap.
+func decodeFast[T any](body []byte, parse func([]byte) (T, bool)) (T, error) {
+	if r, ok := parse(body); ok {
 		return r, nil
 	}
-	var req api.HeartbeatRequest
+	var req T
 	err := decodeBody(body, &req)
 	return req, err
 }
 
-// decodeCheckpoint is decodeHeartbeat for a checkpoint body
-// (api.ParseCheckpointRequest); FuzzDecodeCheckpoint holds the two paths
-// to the same result.
+// decodeHeartbeat decodes a heartbeat body (api.ParseHeartbeatRequest).
+func decodeHeartbeat(body []byte) (api.HeartbeatRequest, error) {
+	return decodeFast(body, api.ParseHeartbeatRequest)
+}
+
+// decodeCheckpoint decodes a checkpoint body (api.ParseCheckpointRequest).
 func decodeCheckpoint(body []byte) (api.CheckpointRequest, error) {
-	if r, ok := api.ParseCheckpointRequest(body); ok {
-		return r, nil
-	}
-	var req api.CheckpointRequest
-	err := decodeBody(body, &req)
-	return req, err
+	return decodeFast(body, api.ParseCheckpointRequest)
 }
