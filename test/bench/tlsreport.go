@@ -79,11 +79,18 @@ func tlsTable(plain, withTLS *Results) string {
 func tlsGoalTable(plain, withTLS *Results) string {
 	var b strings.Builder
 	b.WriteString("| target (issue 6 unless named) | plaintext | status | with TLS | status with TLS |\n|---|---|---|---|---|\n")
-	for i, g := range withTLS.Goals {
-		if g.Status == "not measured" || i >= len(plain.Goals) {
+	// Pair by target, not by position: a goal measured in one pass only
+	// (the traced sidecar runs in the plaintext pass) would shift every
+	// row after it onto its neighbour's figures.
+	byTarget := make(map[string]Goal, len(plain.Goals))
+	for _, g := range plain.Goals {
+		byTarget[g.Target] = g
+	}
+	for _, g := range withTLS.Goals {
+		pg, ok := byTarget[g.Target]
+		if g.Status == "not measured" || !ok {
 			continue
 		}
-		pg := plain.Goals[i]
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | **%s** |\n", g.Target, pg.Figure, pg.Status, g.Figure, g.Status)
 	}
 	return b.String()
