@@ -67,8 +67,8 @@ func heldAt(m *lease.Model, taskID string, epoch uint64, sid string) error {
 	if l := t.Lease; l != nil && l.Epoch == epoch && l.SessionID == sid {
 		return nil
 	}
-	for i := range t.History {
-		if t.History[i].Epoch == epoch && t.History[i].SessionID == sid {
+	for i := range t.History() {
+		if t.History()[i].Epoch == epoch && t.History()[i].SessionID == sid {
 			return nil
 		}
 	}

@@ -247,9 +247,9 @@ func (s *Store) namedLeaseState(sessionID string, h api.HeldLease) api.LeaseStat
 	if t.Lease != nil && t.Lease.Epoch == h.Epoch {
 		mine = t.Lease
 	}
-	for i := range t.History {
-		if t.History[i].Epoch == h.Epoch {
-			mine = &t.History[i]
+	for i := range t.History() {
+		if t.History()[i].Epoch == h.Epoch {
+			mine = &t.History()[i]
 		}
 	}
 	if mine == nil {

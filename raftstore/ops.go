@@ -133,15 +133,15 @@ func (s *Store) grant(ctx context.Context, rid string, cmd *lease.Command) (api.
 		return api.Grant{}, fmt.Errorf("raftstore: %s: grant result without a lease", cmd.Op)
 	}
 	t, l := res.Task, *res.Lease
-	if !res.Duplicate && l.Epoch == t.MaxEpoch && len(t.History) > 0 &&
-		t.History[len(t.History)-1].Status == lease.StatusReclaimed && l.AcquiredAt.Equal(lease.StampOf(cmd.Time)) {
+	if !res.Duplicate && l.Epoch == t.MaxEpoch && len(t.History()) > 0 &&
+		t.History()[len(t.History())-1].Status == lease.StatusReclaimed && l.AcquiredAt.Equal(lease.StampOf(cmd.Time)) {
 		s.m.resumed.Inc()
 	}
 	g := api.Grant{
 		Lease: l, Task: *t, ValidForMs: l.TTL.Milliseconds(), HeartbeatMs: t.Heartbeat.Milliseconds(),
 		TokenSignature: s.signToken(t.ID, l.Epoch, l.WorkerID),
 	}
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		if e.State == lease.EffectInDoubt {
 			g.InDoubt = append(g.InDoubt, e)
 		}

@@ -163,25 +163,25 @@ func taskDetail(w io.Writer, t *lease.Task) {
 	} else {
 		kv("checkpoint", "-")
 	}
-	if !t.WaitDeadline.IsZero() {
-		kv("wait until", relTime(t.WaitDeadline.Time()))
+	if !t.WaitDeadline().IsZero() {
+		kv("wait until", relTime(t.WaitDeadline().Time()))
 	}
-	if len(t.Signal) > 0 {
-		kv("signal", showBytes(t.Signal))
+	if len(t.Signal()) > 0 {
+		kv("signal", showBytes(t.Signal()))
 	}
-	if len(t.Result) > 0 {
-		kv("result", showBytes(t.Result))
+	if len(t.Result()) > 0 {
+		kv("result", showBytes(t.Result()))
 	}
-	if t.Reason != "" {
-		kv("reason", t.Reason)
+	if t.Reason() != "" {
+		kv("reason", t.Reason())
 	}
-	if len(t.Journal) > 0 {
-		kv("journal", fmt.Sprintf("%d effect(s); -o json shows them", len(t.Journal)))
+	if len(t.Journal()) > 0 {
+		kv("journal", fmt.Sprintf("%d effect(s); -o json shows them", len(t.Journal())))
 	}
 	_ = tw.Flush()
-	if len(t.History) > 0 {
+	if len(t.History()) > 0 {
 		fmt.Fprintln(w, "\nhistory:")
-		leaseTable(w, t.History)
+		leaseTable(w, t.History())
 	}
 }
 

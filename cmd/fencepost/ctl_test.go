@@ -158,7 +158,7 @@ func TestCtlTaskVerbs(t *testing.T) {
 	task = ctlJSON[lease.Task](t, ep, "wait", "run_2", "--session", sid, "--epoch", epoch, "--reason", "human")
 	require.Equal(t, lease.TaskWaiting, task.State)
 	task = ctlJSON[lease.Task](t, ep, "tasks", "signal", "run_2", "--payload", "approved")
-	require.Equal(t, []byte("approved"), task.Signal)
+	require.Equal(t, []byte("approved"), task.Signal())
 	require.NotEqual(t, lease.TaskWaiting, task.State)
 
 	// Cancel, then delete the final task.

@@ -59,8 +59,8 @@ func BenchmarkWorkerExitToClaimable(b *testing.B) {
 		took = append(took, d)
 		if d > 500*time.Millisecond {
 			tk, _ := c.Task(b.Context(), task, false)
-			if tk != nil && len(tk.History) > 0 {
-				h := tk.History[len(tk.History)-1]
+			if tk != nil && len(tk.History()) > 0 {
+				h := tk.History()[len(tk.History())-1]
 				b.Logf("%s slow: %v; old lease %s (%s) ended %v after the kill", task, d, h.Status, h.Reason, h.StatusAt.Time().Sub(killed))
 			}
 		}

@@ -111,8 +111,8 @@ func TestRunKilledChildTaskClaimableAtOnce(t *testing.T) {
 	require.NoError(t, err, "claimable %v after the kill", time.Since(killed))
 	tk, err := c.Task(t.Context(), "t1", false)
 	require.NoError(t, err)
-	require.NotEmpty(t, tk.History)
-	prev := tk.History[len(tk.History)-1]
+	require.NotEmpty(t, tk.History())
+	prev := tk.History()[len(tk.History())-1]
 	require.Equal(t, lease.ReasonWorkerExited, prev.Reason, "the lease ended for the worker's exit")
 	require.Greater(t, g.Lease.Epoch, prev.Epoch)
 	r := waitRun(t, ch)
@@ -176,9 +176,9 @@ exit 0`
 	require.NoError(t, err)
 	require.Equal(t, lease.TaskCompleted, tk.State, "exit 0 completes")
 	var old *lease.Lease
-	for i := range tk.History {
-		if tk.History[i].Epoch == e1 {
-			old = &tk.History[i]
+	for i := range tk.History() {
+		if tk.History()[i].Epoch == e1 {
+			old = &tk.History()[i]
 		}
 	}
 	require.NotNil(t, old)

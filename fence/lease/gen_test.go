@@ -74,8 +74,8 @@ func genEpoch(ch chooser, m *Model, tid string) uint64 {
 	}
 	switch ch.intn(8) {
 	case 0:
-		if len(t.History) > 0 {
-			return pick(ch, t.History).Epoch
+		if len(t.History()) > 0 {
+			return pick(ch, t.History()).Epoch
 		}
 	case 1:
 		return 0
@@ -171,7 +171,7 @@ func genCommand(ch chooser, m *Model, now time.Time) Command {
 	case OpSignal:
 		tid = genTask(ch, m, func(t *Task) bool { return t.State == TaskWaiting })
 	case OpOutcome:
-		tid = genTask(ch, m, func(t *Task) bool { return len(t.Journal) > 0 })
+		tid = genTask(ch, m, func(t *Task) bool { return len(t.Journal()) > 0 })
 	case OpDeleteTask:
 		tid = genTask(ch, m, func(t *Task) bool { return t.State.Final() })
 	case OpCreateTask:
@@ -247,8 +247,8 @@ func genCommand(ch chooser, m *Model, now time.Time) Command {
 	case OpOutcome:
 		c.TaskID, c.Epoch = tid, genEpoch(ch, m, tid)
 		key := pick(ch, genKeys)
-		if t, ok := m.tasks[tid]; ok && len(t.Journal) > 0 && ch.intn(3) != 0 {
-			e := pick(ch, t.Journal)
+		if t, ok := m.tasks[tid]; ok && len(t.Journal()) > 0 && ch.intn(3) != 0 {
+			e := pick(ch, t.Journal())
 			key, c.Epoch = e.Key, e.Epoch
 		}
 		c.Effect = &Effect{Key: key, Status: 200 + ch.intn(3),

@@ -35,13 +35,13 @@ func (m *Model) intent(c *Command) Result {
 	if err != nil {
 		return Result{Err: err, Task: cloneOrNil(t)}
 	}
-	if len(t.Journal) >= JournalLimit && !m.compactJournal(t) {
+	if len(t.Journal()) >= JournalLimit && !m.compactJournal(t) {
 		return Result{Err: ErrJournalFull, Task: t.clone()}
 	}
 	e := *c.Effect
 	e.Epoch, e.State, e.RecordedAt = l.Epoch, EffectIntent, c.at()
 	e.Status, e.Header, e.Body = 0, nil, nil
-	t.Journal = append(t.Journal, &e)
+	t.More().Journal = append(t.Journal(), &e)
 	return Result{Task: t.clone(), Effect: e.clone()}
 }
 
@@ -74,15 +74,16 @@ func (m *Model) outcome(c *Command) Result {
 // compactJournal drops the oldest done effects to make room; intents and
 // in-doubt effects are never dropped. It reports whether room was made.
 func (m *Model) compactJournal(t *Task) bool {
-	kept := t.Journal[:0:0]
-	drop := len(t.Journal) - JournalLimit + 1
-	for _, e := range t.Journal {
+	journal := t.Journal()
+	kept := journal[:0:0]
+	drop := len(journal) - JournalLimit + 1
+	for _, e := range journal {
 		if drop > 0 && e.State == EffectDone {
 			drop--
 			continue
 		}
 		kept = append(kept, e)
 	}
-	t.Journal = kept
+	t.More().Journal = kept
 	return drop == 0
 }

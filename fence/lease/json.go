@@ -10,12 +10,8 @@ import (
 // Go's nanosecond time.Duration. A sub-millisecond remainder (a TTL/3
 // heartbeat, say) rides in an extra "...ExtraNs" field, omitted when zero:
 // snapshots go through this encoding and must restore replicas exactly.
-// The wire types below drop the methods of
-// Lease and Task, so encoding them does not recurse.
-type (
-	leaseWire Lease
-	taskWire  Task
-)
+// leaseWire drops Lease's methods, so encoding it does not recurse.
+type leaseWire Lease
 
 type leaseJSON struct {
 	leaseWire
@@ -23,12 +19,32 @@ type leaseJSON struct {
 	TTLExtraNs int64 `json:"ttlExtraNs,omitempty"`
 }
 
+// taskJSON lists the task's fields in the order they have always had on
+// the wire, the rarely set ones (TaskMore) in their old places.
 type taskJSON struct {
-	taskWire
-	TTLMs            int64 `json:"ttlMs"`
-	TTLExtraNs       int64 `json:"ttlExtraNs,omitempty"`
-	HeartbeatMs      int64 `json:"heartbeatMs"`
-	HeartbeatExtraNs int64 `json:"heartbeatExtraNs,omitempty"`
+	ID               string      `json:"taskId"`
+	Profile          string      `json:"profile"`
+	Priority         int         `json:"priority"`
+	Payload          []byte      `json:"payload,omitempty"`
+	State            TaskState   `json:"state"`
+	CreatedAt        Stamp       `json:"createdAt"`
+	UpdatedAt        Stamp       `json:"updatedAt"`
+	ClaimableAt      Stamp       `json:"claimableAt"`
+	Attempts         uint64      `json:"attempts"`
+	MaxEpoch         uint64      `json:"maxEpoch"`
+	Lease            *Lease      `json:"lease,omitempty"`
+	History          []Lease     `json:"history,omitempty"`
+	Checkpoint       *Checkpoint `json:"checkpoint,omitempty"`
+	WaitDeadline     Stamp       `json:"waitDeadline,omitzero"`
+	Signal           []byte      `json:"signal,omitempty"`
+	Result           []byte      `json:"result,omitempty"`
+	Reason           string      `json:"reason,omitempty"`
+	Journal          []*Effect   `json:"journal,omitempty"`
+	Owner            string      `json:"owner,omitempty"`
+	TTLMs            int64       `json:"ttlMs"`
+	TTLExtraNs       int64       `json:"ttlExtraNs,omitempty"`
+	HeartbeatMs      int64       `json:"heartbeatMs"`
+	HeartbeatExtraNs int64       `json:"heartbeatExtraNs,omitempty"`
 }
 
 // splitMs splits d into whole milliseconds and the nanoseconds left over.
@@ -61,7 +77,12 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 // MarshalJSON encodes the task with its TTL and heartbeat interval in
 // milliseconds.
 func (t Task) MarshalJSON() ([]byte, error) {
-	v := taskJSON{taskWire: taskWire(t)}
+	v := taskJSON{ID: t.ID, Profile: t.Profile, Priority: t.Priority, Payload: t.Payload, State: t.State,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, ClaimableAt: t.ClaimableAt, Attempts: t.Attempts,
+		MaxEpoch: t.MaxEpoch, Lease: t.Lease, Checkpoint: t.Checkpoint, Owner: t.Owner}
+	if m := t.more; m != nil {
+		v.History, v.WaitDeadline, v.Signal, v.Result, v.Reason, v.Journal = m.History, m.WaitDeadline, m.Signal, m.Result, m.Reason, m.Journal
+	}
 	v.TTLMs, v.TTLExtraNs = splitMs(t.TTL)
 	v.HeartbeatMs, v.HeartbeatExtraNs = splitMs(t.Heartbeat)
 	return json.Marshal(v)
@@ -73,7 +94,13 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*t = Task(v.taskWire)
+	*t = Task{ID: v.ID, Profile: v.Profile, Priority: v.Priority, Payload: v.Payload, State: v.State,
+		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, ClaimableAt: v.ClaimableAt, Attempts: v.Attempts,
+		MaxEpoch: v.MaxEpoch, Lease: v.Lease, Checkpoint: v.Checkpoint, Owner: v.Owner}
+	m := TaskMore{History: v.History, WaitDeadline: v.WaitDeadline, Signal: v.Signal, Result: v.Result, Reason: v.Reason, Journal: v.Journal}
+	if m.History != nil || m.WaitDeadline != 0 || m.Signal != nil || m.Result != nil || m.Reason != "" || m.Journal != nil {
+		t.more = &m
+	}
 	t.TTL = joinMs(v.TTLMs, v.TTLExtraNs)
 	t.Heartbeat = joinMs(v.HeartbeatMs, v.HeartbeatExtraNs)
 	return nil

@@ -2,15 +2,55 @@ package lease
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
+// Task's wire form lists its fields by hand (taskJSON): a field added to
+// Task or TaskMore and not there would be lost by every snapshot.
+func TestTaskWireListsEveryField(t *testing.T) {
+	wire := map[string]string{}
+	wt := reflect.TypeFor[taskJSON]()
+	for i := range wt.NumField() {
+		wire[wt.Field(i).Name] = wt.Field(i).Tag.Get("json")
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[Task](), reflect.TypeFor[TaskMore]()} {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() || f.Tag.Get("json") == "-" {
+				continue
+			}
+			tag, ok := wire[f.Name]
+			require.True(t, ok, "%s.%s is missing from taskJSON", typ.Name(), f.Name)
+			require.Equal(t, f.Tag.Get("json"), tag, "%s.%s", typ.Name(), f.Name)
+		}
+	}
+}
+
+// A task with every field set survives the wire, and one with none of
+// TaskMore's comes back without it.
+func TestTaskWireRoundTrips(t *testing.T) {
+	l := Lease{LeaseID: "l1", TaskID: "t1", Epoch: 7, TTL: time.Second, Status: StatusReleased}
+	full := Task{ID: "t1", Profile: "p", TTL: time.Second, Heartbeat: time.Second / 3, Priority: 3, Payload: []byte("x"),
+		State: TaskFailed, CreatedAt: 1, UpdatedAt: 2, ClaimableAt: 3, Attempts: 4, MaxEpoch: 7, Lease: &l,
+		Checkpoint: &Checkpoint{Seq: 1, Epoch: 7, At: 5}, Owner: "o",
+		more: &TaskMore{History: []Lease{l}, WaitDeadline: 9, Signal: []byte("s"), Result: []byte("r"), Reason: "why",
+			Journal: []*Effect{{Key: "k", Epoch: 7, State: EffectDone}}}}
+	for _, task := range []Task{full, {ID: "t2", State: TaskPending}} {
+		b, err := json.Marshal(task)
+		require.NoError(t, err)
+		var back Task
+		require.NoError(t, json.Unmarshal(b, &back))
+		require.Equal(t, task, back, "%s", b)
+	}
+}
+
 func TestWireDurationsInMilliseconds(t *testing.T) {
 	l := Lease{LeaseID: "l1", TaskID: "t1", Epoch: 7, TTL: 21 * time.Second, Status: StatusActive}
-	task := Task{ID: "t1", TTL: 21 * time.Second, Heartbeat: 7 * time.Second, State: TaskLeased, Lease: &l, History: []Lease{l}}
+	task := Task{ID: "t1", TTL: 21 * time.Second, Heartbeat: 7 * time.Second, State: TaskLeased, Lease: &l, more: &TaskMore{History: []Lease{l}}}
 	b, err := json.Marshal(task)
 	require.NoError(t, err)
 	var m map[string]any

@@ -292,7 +292,7 @@ func (m *Model) LiveLeasesPage(after string, limit int) []Lease {
 func (m *Model) WaitingDue(now time.Time) []string {
 	var out []string
 	for id, t := range m.tasks {
-		if t.State == TaskWaiting && !t.WaitDeadline.IsZero() && !now.Before(t.WaitDeadline.Time()) {
+		if t.State == TaskWaiting && !t.WaitDeadline().IsZero() && !now.Before(t.WaitDeadline().Time()) {
 			out = append(out, id)
 		}
 	}
@@ -318,18 +318,53 @@ func (t *Task) clone() *Task {
 		l := *t.Lease
 		c.Lease = &l
 	}
-	c.History = append([]Lease(nil), t.History...)
 	c.Payload = cloneBytes(t.Payload)
-	c.Signal = cloneBytes(t.Signal)
-	c.Result = cloneBytes(t.Result)
 	if t.Checkpoint != nil {
 		cp := *t.Checkpoint
 		cp.Data = cloneBytes(cp.Data)
 		c.Checkpoint = &cp
 	}
-	if t.Journal != nil {
-		c.Journal = make([]*Effect, len(t.Journal))
-		for i, e := range t.Journal {
+	c.more = t.more.clone()
+	return &c
+}
+
+// setResult and setReason set one field of TaskMore, leaving a task
+// without it when the value is zero and it had none.
+func (t *Task) setResult(b []byte) {
+	if b != nil || t.more != nil {
+		t.More().Result = b
+		t.tidy()
+	}
+}
+
+func (t *Task) setReason(r string) {
+	if r != "" || t.more != nil {
+		t.More().Reason = r
+		t.tidy()
+	}
+}
+
+// tidy drops a TaskMore left all zero, so equal tasks are equal structs
+// whether they were applied or restored from a snapshot (which decodes
+// none for a task without the fields).
+func (t *Task) tidy() {
+	if x := t.more; x != nil && len(x.History) == 0 && x.WaitDeadline == 0 && len(x.Signal) == 0 &&
+		len(x.Result) == 0 && x.Reason == "" && len(x.Journal) == 0 {
+		t.more = nil
+	}
+}
+
+func (x *TaskMore) clone() *TaskMore {
+	if x == nil {
+		return nil
+	}
+	c := *x
+	c.History = append([]Lease(nil), x.History...)
+	c.Signal = cloneBytes(x.Signal)
+	c.Result = cloneBytes(x.Result)
+	if x.Journal != nil {
+		c.Journal = make([]*Effect, len(x.Journal))
+		for i, e := range x.Journal {
 			c.Journal[i] = e.clone()
 		}
 	}
@@ -360,9 +395,10 @@ func (t *Task) leaseWithEpoch(epoch uint64) *Lease {
 		l := *t.Lease
 		return &l
 	}
-	for i := range t.History {
-		if t.History[i].Epoch == epoch {
-			l := t.History[i]
+	history := t.History()
+	for i := range history {
+		if history[i].Epoch == epoch {
+			l := history[i]
 			return &l
 		}
 	}
@@ -370,7 +406,7 @@ func (t *Task) leaseWithEpoch(epoch uint64) *Lease {
 }
 
 func (t *Task) effect(key string) *Effect {
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		if e.Key == key {
 			return e
 		}

@@ -227,7 +227,7 @@ func checkFenced(t *rapid.T, c Command, pre *Lease, newKey bool, r Result) {
 	}
 	if c.Op == OpReclaim {
 		// The resume guard: no intent of the old epoch is still in flight.
-		for _, e := range r.Task.Journal {
+		for _, e := range r.Task.Journal() {
 			if e.Epoch == pre.Epoch {
 				require.NotEqual(t, EffectIntent, e.State, "reclaim left intent %s open", e.Key)
 				if e.State == EffectInDoubt {
@@ -305,10 +305,10 @@ func (s *sim) check(t *rapid.T, c Command, r Result) {
 		// I1: one live lease per task, and so at most one active one: every
 		// closed lease in History is closed for good.
 		active := 0
-		for i, h := range tk.History {
+		for i, h := range tk.History() {
 			require.False(t, h.Status.Live(), "task %s history[%d] is %s", id, i, h.Status)
 			if i > 0 {
-				require.Greater(t, h.Epoch, tk.History[i-1].Epoch, "task %s history epochs", id)
+				require.Greater(t, h.Epoch, tk.History()[i-1].Epoch, "task %s history epochs", id)
 			}
 			require.Less(t, h.Epoch, tk.Lease.Epoch, "task %s history vs current", id)
 		}
@@ -357,7 +357,7 @@ func (s *sim) check(t *rapid.T, c Command, r Result) {
 
 		// A key is journaled once.
 		keys := map[string]bool{}
-		for _, e := range tk.Journal {
+		for _, e := range tk.Journal() {
 			require.False(t, keys[e.Key], "task %s: key %s journaled twice", id, e.Key)
 			keys[e.Key] = true
 		}

@@ -71,7 +71,7 @@ func (m *Model) IntentsUntil(task string, epoch uint64) (until time.Time, ok boo
 		return until, false
 	}
 	var latest Stamp
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		if e.State == EffectIntent && e.Epoch == epoch && (!ok || e.Deadline.After(latest)) {
 			latest, ok = e.Deadline, true
 		}

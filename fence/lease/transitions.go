@@ -136,9 +136,10 @@ func (m *Model) claim(index uint64, c *Command) Result {
 
 func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 	if t.Lease != nil {
-		t.History = append(t.History, *t.Lease)
-		if len(t.History) > HistoryLimit {
-			t.History = append(t.History[:0:0], t.History[len(t.History)-HistoryLimit:]...)
+		x := t.More()
+		x.History = append(x.History, *t.Lease)
+		if len(x.History) > HistoryLimit {
+			x.History = append(x.History[:0:0], x.History[len(x.History)-HistoryLimit:]...)
 		}
 	}
 	m.unhold(t) // a no-op: only a task whose lease is over is granted
@@ -216,10 +217,11 @@ func (m *Model) wait(c *Command) Result {
 	}
 	m.endLease(t, StatusPausedWaiting, c, c.Reason)
 	t.State = TaskWaiting
-	t.WaitDeadline = c.Deadline
 	// The signal answers the previous wait; it stays with the task (for the
 	// owner after the signal, and any owner after a reclaim) until the next.
-	t.Signal = nil
+	x := t.More()
+	x.WaitDeadline, x.Signal = c.Deadline, nil
+	t.tidy()
 	return Result{Task: t.clone(), Lease: t.leaseWithEpoch(l.Epoch)}
 }
 
@@ -236,9 +238,9 @@ func (m *Model) signal(c *Command) Result {
 	if c.Epoch != 0 && (t.Lease == nil || t.Lease.Epoch != c.Epoch) {
 		return Result{Err: ErrStaleEpoch, Task: t.clone()}
 	}
-	t.Signal = c.Payload
-	t.Reason = c.Reason
-	t.WaitDeadline = 0
+	x := t.More()
+	x.Signal, x.Reason, x.WaitDeadline = c.Payload, c.Reason, 0
+	t.tidy()
 	m.makeClaimable(t, c)
 	return Result{Task: t.clone()}
 }
@@ -264,11 +266,11 @@ func (m *Model) release(c *Command) Result {
 	switch c.Outcome {
 	case OutcomeCompleted:
 		t.State = TaskCompleted
-		t.Result = c.Result
+		t.setResult(c.Result)
 	case OutcomeFailed:
 		t.State = TaskFailed
-		t.Result = c.Result
-		t.Reason = c.Reason
+		t.setResult(c.Result)
+		t.setReason(c.Reason)
 	default:
 		m.makeClaimable(t, c)
 	}
@@ -309,7 +311,7 @@ func (m *Model) cancel(c *Command) Result {
 	}
 	m.queue.remove(t)
 	t.State = TaskCancelled
-	t.Reason = c.Reason
+	t.setReason(c.Reason)
 	t.UpdatedAt = c.at()
 	return Result{Task: t.clone(), Lease: lease}
 }

@@ -80,7 +80,7 @@ func (m *Model) reclaim(c *Command) Result {
 		return Result{Err: err, Task: cloneOrNil(t)}
 	}
 	var doubt []*Effect
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		if e.State != EffectIntent || e.Epoch != l.Epoch {
 			continue
 		}

@@ -395,7 +395,7 @@ func TestWaitSignal(t *testing.T) {
 	res := h.ok(waitT("s1", "a", e, deadline))
 	require.Equal(t, StatusPausedWaiting, res.Lease.Status)
 	require.Equal(t, TaskWaiting, res.Task.State)
-	require.Equal(t, StampOf(deadline), res.Task.WaitDeadline)
+	require.Equal(t, StampOf(deadline), res.Task.WaitDeadline())
 	require.Empty(t, h.m.SessionLeases("s1"), "a waiting task occupies no worker")
 	require.Empty(t, h.m.LiveLeases())
 	h.noop(claimS("s2"), ErrNoTask)
@@ -415,8 +415,8 @@ func TestWaitSignal(t *testing.T) {
 	h.advance(time.Second)
 	res = h.ok(signalT("a", e))
 	require.Equal(t, TaskPending, res.Task.State)
-	require.Equal(t, []byte("approved"), res.Task.Signal)
-	require.True(t, res.Task.WaitDeadline.IsZero())
+	require.Equal(t, []byte("approved"), res.Task.Signal())
+	require.True(t, res.Task.WaitDeadline().IsZero())
 	require.Equal(t, StampOf(h.now), res.Task.ClaimableAt)
 	require.Empty(t, h.m.WaitingDue(deadline))
 	h.noop(signalT("a", e), ErrNotWaiting)
@@ -424,14 +424,14 @@ func TestWaitSignal(t *testing.T) {
 	res = h.ok(claimS("s2"))
 	require.Equal(t, "a", res.Task.ID)
 	require.Greater(t, res.Lease.Epoch, e, "the grant after a signal has a new, higher epoch")
-	require.Equal(t, []byte("approved"), res.Task.Signal, "the new owner sees the signal")
-	require.Equal(t, []byte("approved"), h.task("a").Signal, "kept for an owner after a reclaim")
-	require.Equal(t, StatusPausedWaiting, res.Task.History[len(res.Task.History)-1].Status)
+	require.Equal(t, []byte("approved"), res.Task.Signal(), "the new owner sees the signal")
+	require.Equal(t, []byte("approved"), h.task("a").Signal(), "kept for an owner after a reclaim")
+	require.Equal(t, StatusPausedWaiting, res.Task.History()[len(res.Task.History())-1].Status)
 
 	// A stale deadline signal cannot wake a task that waits again.
 	e2 := res.Lease.Epoch
 	h.ok(waitT("s2", "a", e2, time.Time{}))
-	require.Nil(t, h.task("a").Signal, "a new wait drops the old answer")
+	require.Nil(t, h.task("a").Signal(), "a new wait drops the old answer")
 	require.Empty(t, h.m.WaitingDue(deadline.Add(time.Hour)), "no deadline: never due")
 	h.noop(signalT("a", e), ErrStaleEpoch)
 	h.ok(signalT("a", 0)) // an operator signal names no epoch
@@ -479,11 +479,11 @@ func TestRelease(t *testing.T) {
 					require.Equal(t, "a", r.Task.ID)
 					require.Greater(t, r.Lease.Epoch, e)
 				case OutcomeCompleted:
-					require.Equal(t, []byte("r"), res.Task.Result)
+					require.Equal(t, []byte("r"), res.Task.Result())
 					h.noop(claimS("s2"), ErrNoTask)
 				case OutcomeFailed:
-					require.Equal(t, []byte("r"), res.Task.Result)
-					require.Equal(t, "why", res.Task.Reason)
+					require.Equal(t, []byte("r"), res.Task.Result())
+					require.Equal(t, "why", res.Task.Reason())
 					h.noop(claimS("s2"), ErrNoTask)
 				}
 			})
@@ -562,7 +562,7 @@ func TestCancel(t *testing.T) {
 	h.ok(createT("p", 0))
 	res := h.ok(cancelT("p"))
 	require.Equal(t, TaskCancelled, res.Task.State)
-	require.Equal(t, "cancelled", res.Task.Reason)
+	require.Equal(t, "cancelled", res.Task.Reason())
 	require.Nil(t, res.Lease)
 
 	// leased: the lease is revoked and the worker freed
@@ -699,7 +699,7 @@ func TestReclaimResumeGuard(t *testing.T) {
 	require.Greater(t, e2, e)
 	require.Equal(t, Checkpoint{Seq: 3, Step: "three", Data: []byte("data-three"), Epoch: e, At: StampOf(t0)}, *res.Task.Checkpoint)
 	states := map[string]EffectState{}
-	for _, eff := range res.Task.Journal {
+	for _, eff := range res.Task.Journal() {
 		states[eff.Key] = eff.State
 	}
 	require.Equal(t, map[string]EffectState{"k1": EffectInDoubt, "k2": EffectInDoubt, "done": EffectDone}, states)
@@ -751,7 +751,7 @@ func TestJournal(t *testing.T) {
 	require.Equal(t, EffectIntent, res.Effect.State)
 	require.Equal(t, StampOf(dl), res.Effect.Deadline)
 	require.Equal(t, before, stateHash(t, h.m))
-	require.Len(t, h.task("a").Journal, 1)
+	require.Len(t, h.task("a").Journal(), 1)
 
 	// Outcome: stale epoch refused, then recorded, then idempotent.
 	h.noop(outcomeT("a", e+1, "k", 200), ErrStaleEpoch)
@@ -822,7 +822,7 @@ func TestJournalCompaction(t *testing.T) {
 			if done(i) {
 				eff.State, eff.Status = EffectDone, 200
 			}
-			tk.Journal = append(tk.Journal, eff)
+			tk.More().Journal = append(tk.Journal(), eff)
 		}
 	}
 
@@ -830,11 +830,11 @@ func TestJournalCompaction(t *testing.T) {
 	e := h.grantActive("s1", "a")
 	// k0000 is an intent, k0001 the oldest done effect.
 	fill(h, e, func(i int) bool { return i%2 == 1 })
-	require.Len(t, h.task("a").Journal, JournalLimit)
+	require.Len(t, h.task("a").Journal(), JournalLimit)
 
 	// One more intent drops the oldest done effect, never an intent.
 	h.ok(intentT("s1", "a", e, "extra", dl))
-	j := h.task("a").Journal
+	j := h.task("a").Journal()
 	require.Len(t, j, JournalLimit)
 	require.Equal(t, key(0), j[0].Key)
 	require.Equal(t, key(2), j[1].Key, "the oldest done effect (k0001) was dropped")
@@ -842,7 +842,7 @@ func TestJournalCompaction(t *testing.T) {
 	// The dropped key is no longer known (a new intent); k0003 still is.
 	require.Equal(t, EffectDone, h.ok(intentT("s1", "a", e, key(3), dl)).Effect.State)
 	require.Equal(t, EffectIntent, h.ok(intentT("s1", "a", e, key(1), dl)).Effect.State)
-	require.Len(t, h.task("a").Journal, JournalLimit)
+	require.Len(t, h.task("a").Journal(), JournalLimit)
 
 	// A journal of intents only cannot be compacted: full.
 	h2 := newHarness(t)
@@ -854,13 +854,13 @@ func TestJournalCompaction(t *testing.T) {
 	// Recording one outcome makes room again.
 	h2.ok(outcomeT("a", e, key(7), 200))
 	h2.ok(intentT("s1", "a", e, "extra", dl))
-	require.Len(t, h2.task("a").Journal, JournalLimit)
+	require.Len(t, h2.task("a").Journal(), JournalLimit)
 	_, found := findEffect(h2.task("a"), key(7))
 	require.False(t, found)
 }
 
 func findEffect(t *Task, key string) (*Effect, bool) {
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		if e.Key == key {
 			return e, true
 		}
@@ -909,7 +909,7 @@ func TestDeleteAndRecreate(t *testing.T) {
 		tk := h.task("a")
 		require.Nil(t, tk.Checkpoint)
 		require.Equal(t, uint64(1), tk.Attempts)
-		require.Empty(t, tk.History)
+		require.Empty(t, tk.History())
 		for _, old := range epochs {
 			require.Greater(t, ne, old)
 		}
@@ -1019,16 +1019,16 @@ func TestResultCopiesAreIndependent(t *testing.T) {
 		tk.MaxEpoch = 1
 		tk.Lease.Status = StatusRevoked
 		tk.Lease.Epoch = 1
-		tk.History[0].Status = StatusActive
+		tk.History()[0].Status = StatusActive
 		tk.Checkpoint.Seq = 99
 		tk.Checkpoint.Data[0] = 'X'
 		tk.Payload[0] = 'X'
-		tk.Signal[0] = 'X'
-		tk.Journal[0].State = EffectIntent
-		tk.Journal[0].Body[0] = 'X'
-		tk.Journal[0].Header["X-K"][0] = "forged"
-		tk.Journal[0].Header["X-New"] = []string{"x"}
-		tk.Journal = append(tk.Journal[:0], &Effect{Key: "forged"})
+		tk.Signal()[0] = 'X'
+		tk.Journal()[0].State = EffectIntent
+		tk.Journal()[0].Body[0] = 'X'
+		tk.Journal()[0].Header["X-K"][0] = "forged"
+		tk.Journal()[0].Header["X-New"] = []string{"x"}
+		tk.More().Journal = append(tk.Journal()[:0], &Effect{Key: "forged"})
 		if res.Effect != nil {
 			res.Effect.State = EffectInDoubt
 			res.Effect.Body[0] = 'Y'
@@ -1145,9 +1145,9 @@ func TestHistoryLimit(t *testing.T) {
 		h.ok(releaseT("s1", "a", e, OutcomeGivenBack))
 	}
 	tk := h.task("a")
-	require.Len(t, tk.History, HistoryLimit)
+	require.Len(t, tk.History(), HistoryLimit)
 	var kept []uint64
-	for _, l := range tk.History {
+	for _, l := range tk.History() {
 		kept = append(kept, l.Epoch)
 	}
 	n := len(epochs)

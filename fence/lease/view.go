@@ -271,9 +271,10 @@ func (m *Model) shareStrings() {
 		if t.Lease != nil && t.Lease.TaskID == t.ID {
 			share(t.Lease, t)
 		}
-		for i := range t.History {
-			if t.History[i].TaskID == t.ID {
-				share(&t.History[i], t)
+		history := t.History()
+		for i := range history {
+			if history[i].TaskID == t.ID {
+				share(&history[i], t)
 			}
 		}
 	}

@@ -22,7 +22,7 @@ import (
 // appendTask appends t as JSON to b; ok is false (and b unspecified)
 // when t needs json.Marshal.
 func appendTask(b []byte, t *lease.Task) ([]byte, bool) {
-	if t.History != nil || t.Journal != nil {
+	if t.History() != nil || t.Journal() != nil {
 		return b, false
 	}
 	ok := true
@@ -59,14 +59,14 @@ func appendTask(b []byte, t *lease.Task) ([]byte, bool) {
 		b = appendTimeField(b, `,"at":`, c.At)
 		b = append(b, '}')
 	}
-	if !t.WaitDeadline.IsZero() {
-		b = appendTimeField(b, `,"waitDeadline":`, t.WaitDeadline)
+	if !t.WaitDeadline().IsZero() {
+		b = appendTimeField(b, `,"waitDeadline":`, t.WaitDeadline())
 	}
-	b = appendBytesField(b, `,"signal":`, t.Signal)
-	b = appendBytesField(b, `,"result":`, t.Result)
-	if t.Reason != "" {
+	b = appendBytesField(b, `,"signal":`, t.Signal())
+	b = appendBytesField(b, `,"result":`, t.Result())
+	if t.Reason() != "" {
 		b = append(b, `,"reason":`...)
-		b = appendString(b, t.Reason)
+		b = appendString(b, t.Reason())
 	}
 	if t.Owner != "" {
 		b = append(b, `,"owner":`...)

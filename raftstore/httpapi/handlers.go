@@ -324,17 +324,17 @@ func (s *Server) remove(c *call) (int, any, error) {
 // journaled response body on each write was most of the leader's CPU in
 // the acquire benchmark (encoding/json, issue 6).
 func brief(t *lease.Task) *lease.Task {
-	if t == nil || (t.History == nil && t.Journal == nil) {
+	if t == nil || (t.History() == nil && t.Journal() == nil) {
 		return t
 	}
 	c := *t
-	c.History, c.Journal = nil, nil
+	c.DropPast()
 	return &c
 }
 
 // briefGrant trims the grant's task the same way; the effects an earlier
 // owner left in doubt stay in Grant.InDoubt.
 func briefGrant(g api.Grant) api.Grant {
-	g.Task.History, g.Task.Journal = nil, nil
+	g.Task.DropPast()
 	return g
 }

@@ -37,11 +37,15 @@ func withoutBodies(t *lease.Task) *lease.Task {
 	if t == nil {
 		return nil
 	}
-	t.Payload, t.Signal, t.Result = nil, nil, nil
+	t.Payload = nil
+	if t.Signal() != nil || t.Result() != nil {
+		x := t.More()
+		x.Signal, x.Result = nil, nil
+	}
 	if t.Checkpoint != nil {
 		t.Checkpoint.Data = nil
 	}
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		e.Body, e.Header = nil, nil
 	}
 	return t

@@ -70,7 +70,7 @@ func TestWriteRepliesOmitHistory(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 		var g api.Grant
 		r.decode(t, &g)
-		require.Empty(t, g.Task.History, "a grant carries no history")
+		require.Empty(t, g.Task.History(), "a grant carries no history")
 		require.NotNil(t, g.Task.Lease)
 		r = do(t, "POST", base+path(api.PathRelease, "{id}", "h"),
 			mustJSON(t, api.ReleaseRequest{SessionID: sess.SessionID, Epoch: g.Lease.Epoch, Outcome: lease.OutcomeGivenBack}))
@@ -80,5 +80,5 @@ func TestWriteRepliesOmitHistory(t *testing.T) {
 	r = do(t, "GET", base+path(api.PathTask, "{id}", "h"), nil)
 	var task lease.Task
 	r.decode(t, &task)
-	require.Len(t, task.History, 2, "a read has the past leases (the last one is task.lease)")
+	require.Len(t, task.History(), 2, "a read has the past leases (the last one is task.lease)")
 }

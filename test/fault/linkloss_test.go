@@ -182,7 +182,7 @@ func TestLossAndDelayOnSidecarClusterLink(t *testing.T) {
 	// cluster moved that epoch past active for good.
 	tk, err := c.Task(e.ctx, task, false)
 	require.NoError(t, err)
-	for _, h := range tk.History {
+	for _, h := range tk.History() {
 		if h.Status.Live() {
 			continue
 		}

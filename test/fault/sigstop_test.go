@@ -83,7 +83,7 @@ func (e *env) waitStatus(c *cluster.Client, task string, epoch uint64, want leas
 		if t.Lease != nil && t.Lease.Epoch == epoch {
 			return t.Lease.Status == want
 		}
-		for _, h := range t.History {
+		for _, h := range t.History() {
 			if h.Epoch == epoch {
 				return h.Status == want
 			}

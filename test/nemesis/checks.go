@@ -87,7 +87,7 @@ func CheckEpochs(tasks []lease.Task, grants []Grant) []string {
 // leasesOf is a task's leases in grant order: its history, then the
 // current one.
 func leasesOf(t lease.Task) []lease.Lease {
-	out := append([]lease.Lease(nil), t.History...)
+	out := append([]lease.Lease(nil), t.History()...)
 	if t.Lease != nil && (len(out) == 0 || out[len(out)-1].Epoch != t.Lease.Epoch) {
 		out = append(out, *t.Lease)
 	}

@@ -319,7 +319,7 @@ func (p *play) leaseStatus(ctx context.Context, epoch uint64) (lease.Status, uin
 	if t.Lease != nil && t.Lease.Epoch == epoch {
 		return t.Lease.Status, t.MaxEpoch
 	}
-	for _, h := range t.History {
+	for _, h := range t.History() {
 		if h.Epoch == epoch {
 			return h.Status, t.MaxEpoch
 		}

@@ -417,7 +417,7 @@ func activeTwice(tasks []lease.Task) []string {
 	var bad []string
 	for _, tk := range byTask {
 		active := 0
-		for _, l := range append(append([]lease.Lease(nil), tk.History...), derefLease(tk.Lease)...) {
+		for _, l := range append(append([]lease.Lease(nil), tk.History()...), derefLease(tk.Lease)...) {
 			if l.Status == lease.StatusActive {
 				active++
 			}

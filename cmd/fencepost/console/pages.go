@@ -119,12 +119,12 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	if t.Lease != nil {
 		body.Epoch, body.Live = t.Lease.Epoch, t.Lease.Status.Live()
 	}
-	body.Leases = append(body.Leases, t.History...)
-	if t.Lease != nil && (len(t.History) == 0 || t.History[len(t.History)-1].Epoch != t.Lease.Epoch) {
+	body.Leases = append(body.Leases, t.History()...)
+	if t.Lease != nil && (len(t.History()) == 0 || t.History()[len(t.History())-1].Epoch != t.Lease.Epoch) {
 		body.Leases = append(body.Leases, *t.Lease)
 	}
 	sort.Slice(body.Leases, func(i, j int) bool { return body.Leases[i].Epoch > body.Leases[j].Epoch })
-	for _, e := range t.Journal {
+	for _, e := range t.Journal() {
 		if e.State == lease.EffectInDoubt {
 			body.InDoubt = append(body.InDoubt, e)
 		}

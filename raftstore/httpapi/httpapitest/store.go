@@ -238,7 +238,7 @@ func (s *Store) grant(ctx context.Context, method, rid string, cmd *lease.Comman
 	if res.Task != nil {
 		g.Task = *res.Task
 		g.HeartbeatMs = res.Task.Heartbeat.Milliseconds()
-		for _, e := range res.Task.Journal {
+		for _, e := range res.Task.Journal() {
 			if e.State == lease.EffectInDoubt {
 				g.InDoubt = append(g.InDoubt, e)
 			}
