@@ -10,13 +10,23 @@ import (
 // Go's nanosecond time.Duration. A sub-millisecond remainder (a TTL/3
 // heartbeat, say) rides in an extra "...ExtraNs" field, omitted when zero:
 // snapshots go through this encoding and must restore replicas exactly.
-// leaseWire drops Lease's methods, so encoding it does not recurse.
-type leaseWire Lease
-
+// leaseJSON is the lease's wire form, its fields in their order; the id
+// is written out even when the lease keeps none (Lease.ID).
 type leaseJSON struct {
-	leaseWire
-	TTLMs      int64 `json:"ttlMs"`
-	TTLExtraNs int64 `json:"ttlExtraNs,omitempty"`
+	LeaseID     string `json:"leaseId"`
+	TaskID      string `json:"taskId"`
+	WorkerID    string `json:"workerId"`
+	SessionID   string `json:"sessionId"`
+	Epoch       uint64 `json:"leaseEpoch"`
+	AcquiredAt  Stamp  `json:"acquiredAt"`
+	ExpiresAt   Stamp  `json:"expiresAt"`
+	HeartbeatAt Stamp  `json:"heartbeatAt"`
+	Status      Status `json:"status"`
+	StatusAt    Stamp  `json:"statusAt"`
+	Reason      string `json:"reason,omitempty"`
+	ProgressAt  Stamp  `json:"progressAt,omitzero"`
+	TTLMs       int64  `json:"ttlMs"`
+	TTLExtraNs  int64  `json:"ttlExtraNs,omitempty"`
 }
 
 // taskJSON lists the task's fields in the order they have always had on
@@ -58,7 +68,9 @@ func joinMs(ms, extraNs int64) time.Duration {
 
 // MarshalJSON encodes the lease with its TTL in milliseconds.
 func (l Lease) MarshalJSON() ([]byte, error) {
-	v := leaseJSON{leaseWire: leaseWire(l)}
+	v := leaseJSON{LeaseID: l.ID(), TaskID: l.TaskID, WorkerID: l.WorkerID, SessionID: l.SessionID, Epoch: l.Epoch,
+		AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt, HeartbeatAt: l.HeartbeatAt, Status: l.Status,
+		StatusAt: l.StatusAt, Reason: l.Reason, ProgressAt: l.ProgressAt}
 	v.TTLMs, v.TTLExtraNs = splitMs(l.TTL)
 	return json.Marshal(v)
 }
@@ -69,8 +81,10 @@ func (l *Lease) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*l = Lease(v.leaseWire)
-	l.TTL = joinMs(v.TTLMs, v.TTLExtraNs)
+	*l = Lease{TaskID: v.TaskID, WorkerID: v.WorkerID, SessionID: v.SessionID, Epoch: v.Epoch,
+		AcquiredAt: v.AcquiredAt, ExpiresAt: v.ExpiresAt, HeartbeatAt: v.HeartbeatAt, Status: v.Status,
+		StatusAt: v.StatusAt, Reason: v.Reason, ProgressAt: v.ProgressAt, TTL: joinMs(v.TTLMs, v.TTLExtraNs)}
+	l.SetID(v.LeaseID)
 	return nil
 }
 

@@ -143,14 +143,13 @@ func (m *Model) grant(index uint64, t *Task, s *Session, c *Command) {
 		}
 	}
 	m.unhold(t) // a no-op: only a task whose lease is over is granted
-	leaseID := c.LeaseID
-	if leaseID == "" {
-		leaseID = fmt.Sprintf("lease-%d", index)
-	}
 	t.Lease = &Lease{
-		LeaseID: leaseID, TaskID: t.ID, WorkerID: s.WorkerID, SessionID: s.ID, Epoch: index,
+		TaskID: t.ID, WorkerID: s.WorkerID, SessionID: s.ID, Epoch: index,
 		AcquiredAt: c.at(), ExpiresAt: c.at().Add(t.TTL), HeartbeatAt: c.at(), TTL: t.TTL,
 		Status: StatusActive, StatusAt: c.at(),
+	}
+	if c.LeaseID != "" {
+		t.Lease.SetID(c.LeaseID)
 	}
 	t.MaxEpoch = index
 	t.State = TaskLeased

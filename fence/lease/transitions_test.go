@@ -150,8 +150,9 @@ func TestAcquire(t *testing.T) {
 		res := h.ok(acquireT("s1", "a"))
 		l := res.Lease
 		require.Equal(t, h.idx, l.Epoch, "the epoch is the raft index of the grant")
+		require.Equal(t, fmt.Sprintf("lease-%d", h.idx), l.ID())
 		require.Equal(t, Lease{
-			LeaseID: fmt.Sprintf("lease-%d", h.idx), TaskID: "a", WorkerID: "w-s1", SessionID: "s1", Epoch: h.idx,
+			TaskID: "a", WorkerID: "w-s1", SessionID: "s1", Epoch: h.idx,
 			AcquiredAt: StampOf(h.now), ExpiresAt: StampOf(h.now.Add(ttl)), HeartbeatAt: StampOf(h.now), TTL: ttl,
 			Status: StatusActive, StatusAt: StampOf(h.now),
 		}, *l)
@@ -166,7 +167,7 @@ func TestAcquire(t *testing.T) {
 		h.ok(createT("b", 0))
 		c := acquireT("s1", "b")
 		c.LeaseID = "L-b"
-		require.Equal(t, "L-b", h.ok(c).Lease.LeaseID)
+		require.Equal(t, "L-b", h.ok(c).Lease.ID())
 	})
 
 	t.Run("idempotent re-acquire by the holder", func(t *testing.T) {

@@ -81,7 +81,7 @@ func appendTask(b []byte, t *lease.Task) ([]byte, bool) {
 // would refuse.
 func appendLease(b []byte, l *lease.Lease, ok *bool) []byte {
 	b = append(b, `{"leaseId":`...)
-	b = appendString(b, l.LeaseID)
+	b = appendString(b, l.ID())
 	b = append(b, `,"taskId":`...)
 	b = appendString(b, l.TaskID)
 	b = append(b, `,"workerId":`...)

@@ -53,9 +53,13 @@ func randomDuration(r *rand.Rand) time.Duration {
 
 func randomLease(r *rand.Rand) lease.Lease {
 	s := func() string { return hbIDs[r.IntN(len(hbIDs))] }
-	return lease.Lease{LeaseID: s(), TaskID: s(), WorkerID: s(), SessionID: s(), Epoch: r.Uint64() >> r.IntN(64),
+	l := lease.Lease{TaskID: s(), WorkerID: s(), SessionID: s(), Epoch: r.Uint64() >> r.IntN(64),
 		AcquiredAt: lease.StampOf(randomTime(r)), ExpiresAt: lease.StampOf(randomTime(r)), HeartbeatAt: lease.StampOf(randomTime(r)), TTL: randomDuration(r),
 		Status: lease.Status(s()), StatusAt: lease.StampOf(randomTime(r)), Reason: s(), ProgressAt: lease.StampOf(randomTime(r))}
+	if r.IntN(2) == 0 { // else the default id, derived from the epoch
+		l.SetID(s())
+	}
+	return l
 }
 
 func randomTask(r *rand.Rand) lease.Task {
