@@ -220,11 +220,17 @@ with other work it drifts much less than throughput does, so it is the better fi
    with the default GOGC=100 the heap may grow to twice its live size before a collection, so RSS is an upper
    bound. Beside it, "live heap bytes/lease" is the growth of go_memstats_heap_alloc_bytes read right after a
    forced collection (/debug/pprof/heap?gc=1 on both systems): the memory the state itself takes. Where it goes
-   on the fencepost leader (heap profile at 100,000 leases, ` + "`go run . --only 6 --profile DIR`" + `): the lease
-   model's task and grant structs (fence/lease newTask and grant, the largest share), the console's per-task
-   history (raftstore history.appendTask, one full event copy per task), the lessor's expiry plan and the dedup
-   log; RSS runs near twice the live heap at GOGC=100. The 1 KiB-per-lease target needs smaller model structs and a
-   compact history event; not done yet. Sidecar RSS is
+   on the fencepost leader (heap profile at 100,000 leases, ` + "`go run . --only 6 --profile DIR`" + `, before/after
+   diff): the lease model's task (a 208-byte struct and its map slot; the fields a live task leaves zero sit
+   behind one pointer) and lease (144 bytes, its default id derived from the epoch), the console's per-task
+   history (a 64-byte task log and a 64-byte event), the dedup log (an 88-byte record per request id still in its
+   window, which every acquire of the fill is) and the decoded id strings; on the leader alone, the lessor's
+   entry per live lease (a 64-byte value in a map keyed by task and epoch: the promote deadline and last progress
+   as time.Time, which must keep their monotonic readings) and the load generator's connection buffers. The
+   in-process figures: ` + "`go test ./raftstore -run '^$' -bench 'FSMHeapPerLease|LessorHeapPerLease' -benchtime 1x`" + `.
+   What bounds RSS: at GOGC=100 a Go heap grows to twice its live size before the next collection and the RSS
+   above tracks that, so ≤ 1 KiB of RSS per lease needs the live heap near 500 B per lease, below what the
+   replicated state takes in-process; a lower GOGC would buy it with collector CPU on every write. Sidecar RSS is
    sampled every 100 ms during workload 5: idle before the load and the peak under load, beside nginx's (master +
    workers) and squid's.
 7. **intercepted HTTPS** — one HTTPS upstream (the same fasthttp server over TLS, an ECDSA certificate from a
