@@ -56,7 +56,12 @@ func (c *API) stream(attach bool) fasthttp.RequestHandler {
 						}
 					}
 				}
-				err = eventstream.Serve(context.Background(), w, sub, eventstream.WatchClose(conn), eventstream.KeepAlive, seen)
+				gone := eventstream.WatchClose(conn)
+				err = eventstream.Serve(context.Background(), w, sub, gone, eventstream.KeepAlive, seen)
+				// The watcher reads conn: fasthttp recycles the hijacked
+				// conn once this handler returns, so it must end first.
+				_ = conn.Close()
+				<-gone
 			}
 			if x == nil {
 				return

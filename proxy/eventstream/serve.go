@@ -36,6 +36,8 @@ func Write(w io.Writer, ev Event) error {
 // WatchClose returns a channel closed when conn's peer closes it (or it
 // fails). It reads conn until then, so the client must not send anything
 // the stream needs: a streaming client sends nothing after its request.
+// The caller must close conn and wait for the channel before it gives conn
+// back (a hijack handler returning): the reader would race its reuse.
 func WatchClose(conn net.Conn) <-chan struct{} {
 	gone := make(chan struct{})
 	go func() {
